@@ -1,0 +1,4 @@
+import { loadConfig } from '../../internal/config/config';
+import { main } from '../../internal/app/runtime';
+
+await main(loadConfig(), { api: false, worker: true });

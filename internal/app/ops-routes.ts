@@ -1,0 +1,45 @@
+// Health, readiness and metrics routes, served by the API and by a worker's metrics port.
+import type { Route } from '../http/router';
+import type { Metrics } from '../obs/metrics';
+
+export interface Probe {
+  name: string;
+  check: () => Promise<void>;
+}
+
+export function opsRoutes(o: { metrics: Metrics; probes: Probe[]; draining: () => boolean; extra?: () => Promise<void> }): Route[] {
+  return [
+    { method: 'GET', pattern: '/healthz', family: 'ops', handler: async () => ({ status: 200, body: { status: 'ok' } }) },
+    {
+      method: 'GET', pattern: '/readyz', family: 'ops',
+      handler: async () => {
+        if (o.draining()) return { status: 503, body: { status: 'draining' } };
+        const checks: Record<string, string> = {};
+        let ok = true;
+        await Promise.all(
+          o.probes.map(async (p) => {
+            try {
+              await withTimeout(p.check(), 2000);
+              checks[p.name] = 'ok';
+            } catch (err) {
+              ok = false;
+              checks[p.name] = (err as Error).message;
+            }
+          }),
+        );
+        return { status: ok ? 200 : 503, body: { status: ok ? 'ready' : 'not ready', checks } };
+      },
+    },
+    {
+      method: 'GET', pattern: '/metrics', family: 'ops',
+      handler: async () => {
+        await o.extra?.();
+        return { status: 200, raw: { contentType: o.metrics.registry.contentType, data: await o.metrics.registry.metrics() } };
+      },
+    },
+  ];
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  return Promise.race([p, new Promise<T>((_, rej) => setTimeout(() => rej(new Error(`timed out after ${ms} ms`)), ms).unref())]);
+}

@@ -1,0 +1,89 @@
+// Insights (and later export) routes: read-client auth, the shared 100 req / 10 s rate
+// limit with its headers, the project check, then the query.
+import type { Authenticator, AuthedClient } from '../auth/auth';
+import { NotFoundError, TooManyRequestsError, UnauthorizedError } from '../http/errors';
+import type { Route } from '../http/router';
+import type { HttpRequest, HttpResponse } from '../http/types';
+import { getBreakdown, getMetrics, getPages, isBreakdownDimension } from '../insights/service';
+import { liveVisitors } from '../live/live';
+import type { Logger } from '../obs/log';
+import type { Metrics } from '../obs/metrics';
+import { parsePageParams, parsePeriodParams } from '../query/params';
+import { rateHeaders, type Gate, type RateState } from '../ratelimit/gate';
+import type { Redis, RedisKeys } from '../redis/redis';
+import type { Pool } from '../store/db';
+
+export const READ_RATE_LIMIT = 100;
+export const READ_RATE_WINDOW_MS = 10_000;
+
+export interface ReadDeps {
+  db: Pool;
+  redis: Redis;
+  keys: RedisKeys;
+  auth: Authenticator;
+  gate: Gate;
+  log: Logger;
+  metrics: Metrics;
+  queryTimeoutMs: number;
+}
+
+export interface ReadContext {
+  client: AuthedClient;
+  projectId: string;
+  rate: RateState | null;
+}
+
+/** Auth, rate limit and project existence for a read path; the handler gets a context. */
+export function readGuard(deps: ReadDeps, handler: (req: HttpRequest, ctx: ReadContext) => Promise<unknown>, projectOf: (req: HttpRequest, client: AuthedClient) => string | undefined) {
+  return async (req: HttpRequest): Promise<HttpResponse> => {
+    const requested = projectOf(req, { id: '', projectId: '', mode: 'read', ingestRate: 0 });
+    const client = await deps.auth.forRead(req, requested);
+    let rate: RateState | null = null;
+    try {
+      const g = await deps.gate.read(client.id, READ_RATE_LIMIT, READ_RATE_WINDOW_MS, Date.now());
+      if (g.outcome === 'revoked') throw new UnauthorizedError('invalid client credentials');
+      if (g.outcome === 'limited') {
+        deps.metrics.rateLimited.inc({ scope: 'read' });
+        const e = new TooManyRequestsError(`rate limit of ${READ_RATE_LIMIT} requests per 10 seconds exceeded`);
+        e.headers = rateHeaders(g.rate, true);
+        throw e;
+      }
+      rate = g.rate;
+    } catch (err) {
+      if (err instanceof UnauthorizedError || err instanceof TooManyRequestsError) throw err;
+      deps.metrics.degraded.inc({ dependency: 'redis' });
+      deps.log.warn({ err: (err as Error).message }, 'read rate limit unavailable (Redis)');
+    }
+    const projectId = projectOf(req, client) ?? client.projectId;
+    if (!(await deps.auth.project(projectId))) {
+      const e = new NotFoundError(`project ${projectId} not found`);
+      e.headers = rateHeaders(rate);
+      throw e;
+    }
+    try {
+      const body = await handler(req, { client, projectId, rate });
+      return { status: 200, headers: rateHeaders(rate), body };
+    } catch (err) {
+      if (err && typeof err === 'object' && 'headers' in err) Object.assign((err as { headers: object }).headers, rateHeaders(rate));
+      throw err;
+    }
+  };
+}
+
+export function readRoutes(deps: ReadDeps): Route[] {
+  const opts = { statementTimeoutMs: deps.queryTimeoutMs };
+  const fromPath = (req: HttpRequest) => req.params.projectId;
+  const insights = (pattern: string, fn: (req: HttpRequest, ctx: ReadContext) => Promise<unknown>): Route => ({
+    method: 'GET', pattern, family: 'read', handler: readGuard(deps, fn, fromPath),
+  });
+  return [
+    insights('/insights/:projectId/metrics', (req, ctx) => getMetrics(deps.db, ctx.projectId, parsePeriodParams(req.query), new Date(), opts)),
+    insights('/insights/:projectId/live', async (_req, ctx) => ({ visitors: await liveVisitors(deps.redis, deps.keys, ctx.projectId) })),
+    insights('/insights/:projectId/pages', (req, ctx) => getPages(deps.db, ctx.projectId, parsePageParams(req.query), new Date(), opts)),
+    insights('/insights/:projectId/:dimension', (req, ctx) => {
+      const dimension = req.params.dimension ?? '';
+      if (!isBreakdownDimension(dimension)) throw new NotFoundError(`unknown insights endpoint: ${dimension}`);
+      return getBreakdown(deps.db, ctx.projectId, dimension, parsePageParams(req.query), new Date(), opts);
+    }),
+  ];
+}

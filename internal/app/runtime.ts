@@ -1,0 +1,227 @@
+// Builds the clients once from the config, starts the roles asked for, and drains them on
+// SIGTERM. cmd/* only call start().
+import { Authenticator } from '../auth/auth';
+import { Bus } from '../bus/bus';
+import type { Config } from '../config/config';
+import { createEnricher } from '../enrich';
+import { HttpServer } from '../http/server';
+import { Router } from '../http/router';
+import { Batcher } from '../ingest/batcher';
+import { ingestRoutes } from '../ingest/handler';
+import { SaltKeeper } from '../ingest/identity';
+import { JobRunner } from '../jobs/jobs';
+import { createLogger, type Logger } from '../obs/log';
+import { createMetrics, type Metrics } from '../obs/metrics';
+import { Gate } from '../ratelimit/gate';
+import { connectRedis, redisKeys, type Redis } from '../redis/redis';
+import { createPool, ensureDatabase, ServiceUnreachableError, type Pool } from '../store/db';
+import { migrate, pendingMigrations } from '../store/migrate';
+import { PartitionKeeper } from '../store/writes';
+import { ShardManager } from '../worker/shard-manager';
+import { ShardRunner } from '../worker/shard-runner';
+import { opsRoutes, type Probe } from './ops-routes';
+import { readRoutes } from './read-routes';
+
+export interface Roles {
+  api: boolean;
+  worker: boolean;
+}
+
+export interface Running {
+  port: number;
+  metricsPort: number | null;
+  log: Logger;
+  metrics: Metrics;
+  db: Pool;
+  redis: Redis;
+  bus: Bus;
+  shardManager: ShardManager | null;
+  /** Stops accepting, finishes in-flight work, commits and acks, closes clients. */
+  drain(): Promise<void>;
+  isDraining(): boolean;
+}
+
+/** Connects everything (database created and migrated, stream ensured); throws ServiceUnreachableError. */
+export async function connectAll(cfg: Config, log: Logger): Promise<{ db: Pool; redis: Redis; bus: Bus; timescale: boolean }> {
+  await ensureDatabase(cfg.DATABASE_URL);
+  const db = createPool(cfg.DATABASE_URL, 20);
+  let timescale: boolean;
+  try {
+    const m = await migrate(db);
+    timescale = m.timescale;
+    if (m.applied.length) log.info({ applied: m.applied, timescale }, 'migrations applied');
+  } catch (err) {
+    await db.end();
+    if ((err as { code?: string }).code === 'ECONNREFUSED') throw new ServiceUnreachableError('PostgreSQL', cfg.DATABASE_URL, err);
+    throw err;
+  }
+  let redis: Redis;
+  try {
+    redis = await connectRedis(cfg.REDIS_URL, { failFast: true });
+  } catch (err) {
+    await db.end();
+    throw err;
+  }
+  let bus: Bus;
+  try {
+    bus = await Bus.connect({
+      url: cfg.NATS_URL, namespace: cfg.TIDEMARK_NAMESPACE, shards: cfg.TIDEMARK_SHARDS, maxAgeHours: cfg.STREAM_MAX_AGE_HOURS,
+    });
+    await bus.ensureStream();
+  } catch (err) {
+    redis.disconnect();
+    await db.end();
+    throw err;
+  }
+  return { db, redis, bus, timescale };
+}
+
+export async function start(cfg: Config, roles: Roles): Promise<Running> {
+  const log = createLogger(cfg.LOG_LEVEL, { role: roles.api && roles.worker ? 'all' : roles.api ? 'api' : 'worker' });
+  const metrics = createMetrics();
+  const { db, redis, bus, timescale } = await connectAll(cfg, log);
+  const keys = redisKeys(cfg.TIDEMARK_NAMESPACE);
+  const salts = new SaltKeeper(redis, keys);
+  let draining = false;
+
+  const probes: Probe[] = [
+    { name: 'postgres', check: async () => void (await db.query('SELECT 1')) },
+    { name: 'redis', check: async () => void (await redis.ping()) },
+    { name: 'nats', check: async () => { if (bus.nc.isClosed()) throw new Error('closed'); await bus.nc.flush(); } },
+    { name: 'migrations', check: async () => { const p = await pendingMigrations(db); if (p.length) throw new Error(`pending: ${p.join(', ')}`); } },
+  ];
+  const sampleGauges = async () => {
+    metrics.pgPool.set({ state: 'total' }, db.totalCount);
+    metrics.pgPool.set({ state: 'idle' }, db.idleCount);
+    metrics.pgPool.set({ state: 'waiting' }, db.waitingCount);
+    metrics.redisUp.set(redis.status === 'ready' ? 1 : 0);
+    for (const shard of shardManager?.ownedShards ?? []) {
+      metrics.consumerLag.set({ shard: String(shard) }, await bus.shardLag(shard).catch(() => 0));
+    }
+  };
+
+  let server: HttpServer | null = null;
+  let batcher: Batcher | null = null;
+  let shardManager: ShardManager | null = null;
+  let jobs: JobRunner | null = null;
+  let enricher: Awaited<ReturnType<typeof createEnricher>> | null = null;
+
+  const router = new Router();
+  for (const r of opsRoutes({ metrics, probes, draining: () => draining, extra: sampleGauges })) router.add(r);
+
+  if (roles.worker) {
+    enricher = await createEnricher({
+      geoipCityPath: cfg.GEOIP_CITY_PATH,
+      onDrop: (reason) => metrics.drops.inc({ reason }),
+      onStep: (step, ms) => metrics.enrichStep.observe({ step }, ms / 1000),
+    });
+    jobs = new JobRunner({
+      redisUrl: cfg.REDIS_URL, namespace: cfg.TIDEMARK_NAMESPACE, bus, db, salts, log,
+      timeoutMs: cfg.SESSION_TIMEOUT_MINUTES * 60_000, retentionDays: cfg.RETENTION_DAYS,
+    });
+    await jobs.start();
+    const partitions = new PartitionKeeper(db, timescale);
+    const scheduler = jobs.scheduler;
+    const e = enricher;
+    shardManager = new ShardManager({
+      redis, keys, shards: cfg.TIDEMARK_SHARDS, log, metrics,
+      start: (shard) => {
+        const runner = new ShardRunner(shard, {
+          bus, db, enricher: e, partitions, log, metrics,
+          timeoutMs: cfg.SESSION_TIMEOUT_MINUTES * 60_000, batchMax: cfg.WORKER_BATCH_MAX,
+          onOpened: (s) => scheduler.schedule(s),
+        });
+        runner.start();
+        return runner;
+      },
+    });
+    shardManager.start();
+  }
+
+  if (roles.api) {
+    batcher = new Batcher({
+      publish: (subject, data, id) => bus.publish(subject, data, id),
+      maxOps: cfg.INGEST_BATCH_MAX,
+      maxDelayMs: cfg.INGEST_BATCH_MS,
+      maxBytes: Math.max(1024, bus.maxPayload - 1024),
+      onFlush: (ops, _bytes, seconds, ok) => {
+        metrics.publishDuration.observe({ outcome: ok ? 'ok' : 'error' }, seconds);
+        metrics.publishBatchOps.observe(ops);
+      },
+    });
+    const auth = new Authenticator(db);
+    const gate = new Gate(redis, keys);
+    for (const r of ingestRoutes({
+      auth, gate, salts, batcher, shards: cfg.TIDEMARK_SHARDS,
+      subjectFor: (p, s) => bus.subjectFor(p, s),
+      onDegraded: (what, err) => {
+        metrics.degraded.inc({ dependency: what });
+        log.warn({ err: (err as Error).message }, 'ingest without Redis: no rate limit or live update');
+      },
+      onRateLimited: (scope) => metrics.rateLimited.inc({ scope }),
+    })) router.add(r);
+    for (const r of readRoutes({ db, redis, keys, auth, gate, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS })) router.add(r);
+  }
+
+  const port = roles.api ? cfg.PORT : cfg.METRICS_PORT;
+  server = new HttpServer({
+    router,
+    port,
+    onResponse: ({ route, method, status, seconds }) => {
+      metrics.httpRequests.inc({ route, method, status: String(status) });
+      metrics.httpDuration.observe({ route, method }, seconds);
+    },
+    onError: (err, req) => log.error({ err, ...req }, 'request failed'),
+  });
+  const boundPort = await server.listen();
+  await salts.salts(Date.now());
+  log.info({ port: boundPort, roles, timescale, shards: cfg.TIDEMARK_SHARDS, namespace: cfg.TIDEMARK_NAMESPACE }, 'tidemark started');
+
+  let drained: Promise<void> | null = null;
+  const drain = () =>
+    (drained ??= (async () => {
+      draining = true;
+      log.info('draining');
+      await server?.drain();
+      await batcher?.flushAll();
+      await shardManager?.close();
+      await jobs?.close();
+      enricher?.close();
+      await bus.drainAndClose();
+      redis.disconnect();
+      await db.end();
+      log.info('drained');
+    })());
+
+  return {
+    port: boundPort,
+    metricsPort: roles.api ? null : boundPort,
+    log, metrics, db, redis, bus, shardManager,
+    drain,
+    isDraining: () => draining,
+  };
+}
+
+/** For cmd/*: start, print one clear line when a dependency is unreachable, drain on signals. */
+export async function main(cfg: Config, roles: Roles): Promise<void> {
+  let running: Running;
+  try {
+    running = await start(cfg, roles);
+  } catch (err) {
+    const msg = err instanceof ServiceUnreachableError ? err.message : `start failed: ${(err as Error).message}`;
+    process.stderr.write(`tidemark: ${msg}\n`);
+    process.exit(1);
+  }
+  const stop = (signal: string) => {
+    running.log.info({ signal }, 'signal received');
+    running.drain().then(
+      () => process.exit(0),
+      (err) => {
+        running.log.error({ err }, 'drain failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}

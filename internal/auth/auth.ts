@@ -1,0 +1,119 @@
+// Who is calling: client credentials (and the OpenPanel header aliases), browser clients
+// by Origin, and the mode/project rules of semantics.md "Access".
+import { LRUCache } from 'lru-cache';
+import { ForbiddenError, UnauthorizedError } from '../http/errors';
+import type { HttpRequest } from '../http/types';
+import { getClient, getProject, type ClientRow, type ProjectRow } from '../store/accounts';
+import type { Pool } from '../store/db';
+import { fingerprint, sameFingerprint, verifySecret } from './secrets';
+
+export interface AuthedClient {
+  id: string;
+  projectId: string;
+  mode: ClientRow['mode'];
+  ingestRate: number;
+}
+
+export interface AuthOptions {
+  /** How long a client or project row is reused before being read again. */
+  cacheTtlMs?: number;
+}
+
+export function credentialsOf(req: HttpRequest): { clientId: string | undefined; secret: string | undefined } {
+  const h = req.headers;
+  return {
+    clientId: (h['service-client-id'] ?? h['openpanel-client-id'])?.trim() || undefined,
+    secret: (h['service-client-secret'] ?? h['openpanel-client-secret'])?.trim() || undefined,
+  };
+}
+
+export class Authenticator {
+  private readonly clients: LRUCache<string, { row: ClientRow | null; verified?: Buffer }>;
+  private readonly projects: LRUCache<string, { row: ProjectRow | null }>;
+
+  constructor(private readonly db: Pool, opts: AuthOptions = {}) {
+    const ttl = opts.cacheTtlMs ?? 5_000;
+    this.clients = new LRUCache({ max: 10_000, ttl });
+    this.projects = new LRUCache({ max: 10_000, ttl });
+  }
+
+  async project(id: string): Promise<ProjectRow | null> {
+    const hit = this.projects.get(id);
+    if (hit) return hit.row;
+    const row = await getProject(this.db, id);
+    this.projects.set(id, { row });
+    return row;
+  }
+
+  /** Forgets a client at once (revocation seen by this process). */
+  forget(clientId: string): void {
+    this.clients.delete(clientId);
+  }
+
+  private async client(id: string): Promise<{ row: ClientRow | null; verified?: Buffer }> {
+    const hit = this.clients.get(id);
+    if (hit) return hit;
+    const entry = { row: await getClient(this.db, id) };
+    this.clients.set(id, entry);
+    return entry;
+  }
+
+  private async verified(clientId: string, secret: string): Promise<ClientRow> {
+    const entry = await this.client(clientId);
+    const row = entry.row;
+    if (!row || row.revokedAt) throw new UnauthorizedError('invalid client credentials');
+    const fp = fingerprint(secret);
+    if (entry.verified && sameFingerprint(entry.verified, fp)) return row;
+    if (!(await verifySecret(secret, row.secretHash))) throw new UnauthorizedError('invalid client credentials');
+    entry.verified = fp;
+    return row;
+  }
+
+  /** Ingest: a write or root client with its secret, or a secret-less browser client from an allowed Origin. */
+  async forIngest(req: HttpRequest): Promise<AuthedClient> {
+    const { clientId, secret } = credentialsOf(req);
+    if (!clientId) throw new UnauthorizedError('missing client id (service-client-id header)');
+    let row: ClientRow;
+    if (secret) {
+      row = await this.verified(clientId, secret);
+    } else {
+      const entry = await this.client(clientId);
+      if (!entry.row || entry.row.revokedAt) throw new UnauthorizedError('invalid client credentials');
+      row = entry.row;
+      const origin = req.headers.origin;
+      const project = await this.project(row.projectId);
+      if (!origin || !project || !originAllowed(origin, project.allowedOrigins)) {
+        throw new UnauthorizedError('missing client secret (service-client-secret header); browser clients need an allowed Origin');
+      }
+    }
+    if (row.mode === 'read') throw new ForbiddenError('a read client cannot ingest');
+    return toAuthed(row);
+  }
+
+  /** Insights and export: a read or root client with its secret; a read client only for its project. */
+  async forRead(req: HttpRequest, projectId?: string): Promise<AuthedClient> {
+    const { clientId, secret } = credentialsOf(req);
+    if (!clientId || !secret) throw new UnauthorizedError('missing client credentials (service-client-id and service-client-secret headers)');
+    const row = await this.verified(clientId, secret);
+    if (row.mode === 'write') throw new ForbiddenError('a write client cannot read; use a read or root client');
+    if (projectId !== undefined && row.mode === 'read' && row.projectId !== projectId) {
+      throw new ForbiddenError('this client has no access to that project');
+    }
+    return toAuthed(row);
+  }
+}
+
+const toAuthed = (r: ClientRow): AuthedClient => ({ id: r.id, projectId: r.projectId, mode: r.mode, ingestRate: r.ingestRate });
+
+export function normaliseOrigin(o: string): string {
+  try {
+    return new URL(o).origin.toLowerCase();
+  } catch {
+    return o.trim().replace(/\/+$/, '').toLowerCase();
+  }
+}
+
+export function originAllowed(origin: string, allowed: string[]): boolean {
+  const o = normaliseOrigin(origin);
+  return allowed.some((a) => a === '*' || normaliseOrigin(a) === o);
+}

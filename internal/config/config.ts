@@ -1,0 +1,41 @@
+// Configuration is read once from the environment (zod-validated) by cmd/* and passed down.
+import { z } from 'zod';
+
+const intFrom = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+
+const EnvSchema = z.object({
+  PORT: intFrom(3000, 0),
+  METRICS_PORT: intFrom(9091, 0),
+  DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/tidemark'),
+  NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+  REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
+  TIDEMARK_NAMESPACE: z
+    .string()
+    .regex(/^[a-zA-Z0-9_-]{1,32}$/, 'letters, digits, _ and - only (it prefixes NATS subjects and Redis keys)')
+    .default('tidemark'),
+  TIDEMARK_SHARDS: intFrom(16, 1),
+  GEOIP_CITY_PATH: z.string().optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Micro-batching of ingest publishes: flush at this many ops or after this many ms. */
+  INGEST_BATCH_MAX: intFrom(256, 1),
+  INGEST_BATCH_MS: z.coerce.number().min(0).default(1),
+  /** Max ops a worker commits in one transaction. */
+  WORKER_BATCH_MAX: intFrom(2000, 1),
+  QUERY_TIMEOUT_MS: intFrom(5000, 100),
+  /** Days of raw events/sessions to keep; 0 keeps everything. */
+  RETENTION_DAYS: intFrom(0, 0),
+  /** JetStream stream max age in hours (how long an unprocessed message is kept). */
+  STREAM_MAX_AGE_HOURS: intFrom(168, 1),
+  SESSION_TIMEOUT_MINUTES: intFrom(30, 1),
+});
+
+export type Config = z.infer<typeof EnvSchema>;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new Error(`invalid configuration: ${lines.join('; ')}`);
+  }
+  return parsed.data;
+}

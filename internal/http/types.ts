@@ -1,0 +1,29 @@
+// The transport-neutral request/response that handlers see. Only internal/http knows uWS.
+
+export type RouteFamily = 'ingest' | 'read' | 'ops';
+
+export interface HttpRequest {
+  method: string; // upper case
+  /** Path without the query string. */
+  path: string;
+  /** Named path parameters, e.g. { projectId } for /insights/:projectId/metrics. */
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** Lower-case header names. */
+  headers: Record<string, string>;
+  body: Buffer;
+  /** Socket peer address as text. */
+  remoteAddress: string;
+  /** Correlates log lines of one request. */
+  requestId: string;
+}
+
+export interface HttpResponse {
+  status: number;
+  headers?: Record<string, string>;
+  /** JSON-serialised unless `raw` is set. */
+  body?: unknown;
+  raw?: { contentType: string; data: string | Buffer };
+}
+
+export type Handler = (req: HttpRequest) => Promise<HttpResponse>;

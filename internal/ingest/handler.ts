@@ -1,0 +1,112 @@
+// POST /event and POST /track: validate, authorize, choose the device, publish, answer 202
+// only after the JetStream ack. Never blocks on PostgreSQL (clients are cached).
+import type { ZodType } from 'zod';
+import { detectBot } from '../enrich/bot';
+import type { Authenticator } from '../auth/auth';
+import { BadRequestError, PayloadTooLargeError, ServiceUnavailableError, TooManyRequestsError, UnauthorizedError, UnsupportedMediaTypeError } from '../http/errors';
+import type { Route } from '../http/router';
+import type { HttpRequest, HttpResponse } from '../http/types';
+import { shardOf } from '../bus/bus';
+import { rateHeaders, type Gate, type GateResult } from '../ratelimit/gate';
+import { OpTooLargeError, type Batcher } from './batcher';
+import { deviceIdFor, type SaltKeeper } from './identity';
+import { clientIp, planEvent, planTrackBody, type OpContext, type PlannedOp } from './ops';
+import { EventBody, TrackBody } from './schemas';
+
+export interface IngestDeps {
+  auth: Authenticator;
+  gate: Gate;
+  salts: SaltKeeper;
+  batcher: Batcher;
+  subjectFor: (projectId: string, shard: number) => string;
+  shards: number;
+  now?: () => number;
+  /** Redis could not be asked: the request goes on without rate limit and live update. */
+  onDegraded?: (what: string, err: unknown) => void;
+  onRateLimited?: (scope: string) => void;
+}
+
+export function parseJsonBody<T>(req: HttpRequest, schema: ZodType<T>): T {
+  const type = (req.headers['content-type'] ?? '').toLowerCase();
+  if (type && !type.includes('json') && !type.startsWith('text/plain')) {
+    throw new UnsupportedMediaTypeError(`content-type must be application/json, got ${type.split(';')[0]}`);
+  }
+  if (req.body.length === 0) throw new BadRequestError('request body is empty; expected a JSON object');
+  let data: unknown;
+  try {
+    data = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(req.body));
+  } catch {
+    throw new BadRequestError('request body is not valid UTF-8 JSON');
+  }
+  const parsed = schema.safeParse(data);
+  if (!parsed.success) throw BadRequestError.fromZod(parsed.error);
+  return parsed.data;
+}
+
+export function ingestRoutes(deps: IngestDeps): Route[] {
+  const now = deps.now ?? Date.now;
+
+  async function accept(req: HttpRequest, plan: (ctx: OpContext) => PlannedOp, projectId: string, client: { id: string; ingestRate: number }): Promise<HttpResponse> {
+    const receivedMs = now();
+    const userAgent = req.headers['user-agent'] ?? null;
+    const ctx: OpContext = { projectId, receivedMs, userAgent, ip: null };
+    const planned = plan(ctx);
+    const ip = clientIp(req.headers, req.remoteAddress, planned.ipOverride);
+    let deviceId: string;
+    let previousDeviceId = '';
+    if (planned.deviceOverride) deviceId = planned.deviceOverride;
+    else {
+      const salts = await deps.salts.salts(receivedMs).catch((err) => {
+        throw Object.assign(new ServiceUnavailableError('device salts unavailable (Redis); retry'), { cause: err });
+      });
+      deviceId = deviceIdFor(salts.current, userAgent ?? '', ip ?? '', projectId);
+      previousDeviceId = deviceIdFor(salts.previous, userAgent ?? '', ip ?? '', projectId);
+    }
+    // Live visitors: recent, non-bot events only (a backfilled event is not live).
+    const live = planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !detectBot(userAgent).isBot ? planned.eventMs : null;
+    let gate: GateResult;
+    try {
+      gate = await deps.gate.ingest({
+        clientId: client.id, ratePerSecond: client.ingestRate, projectId, deviceId, previousDeviceId,
+        profileId: planned.profileId ?? '', liveAtMs: live, nowMs: receivedMs,
+      });
+    } catch (err) {
+      deps.onDegraded?.('redis', err);
+      gate = { outcome: 'ok', rate: null, deviceId };
+    }
+    if (gate.outcome === 'revoked') throw new UnauthorizedError('invalid client credentials');
+    if (gate.outcome === 'limited') {
+      deps.onRateLimited?.('ingest');
+      const e = new TooManyRequestsError(`rate limit of ${gate.rate.limit} requests per second exceeded`);
+      e.headers = rateHeaders(gate.rate, true);
+      throw e;
+    }
+    const op = planned.build(gate.deviceId, ip);
+    try {
+      await deps.batcher.add(deps.subjectFor(projectId, shardOf(gate.deviceId, deps.shards)), op);
+    } catch (err) {
+      if (err instanceof OpTooLargeError) throw new PayloadTooLargeError(err.message);
+      throw Object.assign(new ServiceUnavailableError('event could not be stored; retry with backoff'), { cause: err });
+    }
+    return { status: 202, headers: rateHeaders(gate.rate), body: { deviceId: gate.deviceId } };
+  }
+
+  return [
+    {
+      method: 'POST', pattern: '/event', family: 'ingest', cors: true,
+      handler: async (req) => {
+        const client = await deps.auth.forIngest(req);
+        const body = parseJsonBody(req, EventBody);
+        return accept(req, (ctx) => planEvent(body, ctx), client.projectId, client);
+      },
+    },
+    {
+      method: 'POST', pattern: '/track', family: 'ingest', cors: true,
+      handler: async (req) => {
+        const client = await deps.auth.forIngest(req);
+        const body = parseJsonBody(req, TrackBody);
+        return accept(req, (ctx) => planTrackBody(body, ctx), client.projectId, client);
+      },
+    },
+  ];
+}

@@ -1,0 +1,44 @@
+// Device identity (semantics.md "Identity"): a keyed hash of user-agent + client IP +
+// project id under a daily salt rotated at 00:00 UTC; the previous day's salt is tried too.
+import { createHmac, randomBytes } from 'node:crypto';
+import type { Redis, RedisKeys } from '../redis/redis';
+
+export function utcDay(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
+export function deviceIdFor(salt: string, userAgent: string, ip: string, projectId: string): string {
+  return createHmac('sha256', salt).update(`${userAgent}\n${ip}\n${projectId}`).digest('hex').slice(0, 32);
+}
+
+/** Today's and yesterday's salts, shared by every API process through Redis. */
+export class SaltKeeper {
+  private cache = new Map<string, string>();
+  constructor(private readonly redis: Redis, private readonly keys: RedisKeys) {}
+
+  /** Salt of a UTC day; created (first writer wins) when missing. */
+  async saltFor(day: string): Promise<string> {
+    const hit = this.cache.get(day);
+    if (hit) return hit;
+    await this.redis.hsetnx(this.keys.salts, day, randomBytes(32).toString('hex'));
+    const salt = await this.redis.hget(this.keys.salts, day);
+    if (!salt) throw new Error(`salt for ${day} missing`);
+    if (this.cache.size > 8) this.cache.clear();
+    this.cache.set(day, salt);
+    return salt;
+  }
+
+  async salts(nowMs: number): Promise<{ current: string; previous: string }> {
+    const [current, previous] = await Promise.all([this.saltFor(utcDay(nowMs)), this.saltFor(utcDay(nowMs - 86_400_000))]);
+    return { current, previous };
+  }
+
+  /** Drops salts older than `keepDays` (the rotation job). */
+  async prune(nowMs: number, keepDays = 2): Promise<number> {
+    const keep = new Set(Array.from({ length: keepDays + 1 }, (_, i) => utcDay(nowMs - (i - 1) * 86_400_000)));
+    const days = await this.redis.hkeys(this.keys.salts);
+    const old = days.filter((d) => !keep.has(d));
+    if (old.length) await this.redis.hdel(this.keys.salts, ...old);
+    return old.length;
+  }
+}

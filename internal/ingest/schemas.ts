@@ -1,0 +1,102 @@
+// Request schemas of /event and /track: the single source of validation, types and the
+// OpenAPI document.
+import { z } from 'zod';
+import { RESERVED_EVENT_NAMES } from '../model/event';
+
+const reserved = new Set<string>(RESERVED_EVENT_NAMES);
+
+export const Properties = z.record(z.string(), z.unknown()).describe('Free-form properties');
+
+const Id = z.union([z.string().trim().min(1).max(256), z.number().finite()]).transform(String);
+
+export const EventName = z
+  .string()
+  .trim()
+  .min(1, 'name must not be empty')
+  .max(256)
+  .refine((n) => !reserved.has(n), { message: 'session_start and session_end are emitted by the service and cannot be sent' });
+
+const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i;
+
+/** ISO 8601 date or date-time; without an offset it is UTC. */
+export const Timestamp = z
+  .string()
+  .regex(ISO_DATE_TIME, 'must be an ISO 8601 date-time')
+  .refine((s) => !Number.isNaN(parseIsoMs(s)), 'must be a valid ISO 8601 date-time');
+
+export function parseIsoMs(s: string): number {
+  const hasTime = /[T ]\d{2}:/.test(s);
+  const hasOffset = /(?:Z|[+-]\d{2}:?\d{2})$/i.test(s);
+  const normalised = hasTime ? (hasOffset ? s : `${s}Z`).replace(' ', 'T') : `${s}T00:00:00Z`;
+  return Date.parse(normalised);
+}
+
+export const EventBody = z
+  .object({
+    name: EventName,
+    properties: Properties.optional(),
+    timestamp: Timestamp.optional(),
+    profileId: Id.optional(),
+  })
+  .describe('A plain event (POST /event)');
+
+export const TrackPayload = z.object({
+  name: EventName,
+  properties: Properties.optional(),
+  profileId: Id.optional(),
+  groups: z.array(z.string().trim().min(1).max(256)).max(100).optional(),
+});
+
+export const IdentifyPayload = z.object({
+  profileId: Id,
+  firstName: z.string().max(256).optional(),
+  lastName: z.string().max(256).optional(),
+  email: z.string().max(320).optional(),
+  avatar: z.string().max(2048).optional(),
+  properties: Properties.optional(),
+});
+
+export const IncrementPayload = z.object({
+  profileId: Id,
+  property: z.string().trim().min(1).max(256),
+  value: z.number().finite().default(1),
+});
+
+export const GroupPayload = z.object({
+  id: z.string().trim().min(1).max(256),
+  type: z.string().trim().min(1).max(256),
+  name: z.string().trim().min(1).max(512),
+  properties: Properties.optional(),
+});
+
+export const AssignGroupPayload = z.object({
+  profileId: Id.optional(),
+  groupIds: z.array(z.string().trim().min(1).max(256)).min(1).max(100),
+});
+
+export const TrackBody = z
+  .discriminatedUnion('type', [
+    z.object({ type: z.literal('track'), payload: TrackPayload }),
+    z.object({ type: z.literal('identify'), payload: IdentifyPayload }),
+    z.object({ type: z.literal('increment'), payload: IncrementPayload }),
+    z.object({ type: z.literal('decrement'), payload: IncrementPayload }),
+    z.object({ type: z.literal('group'), payload: GroupPayload }),
+    z.object({ type: z.literal('assign_group'), payload: AssignGroupPayload }),
+  ])
+  .describe('One ingest operation (POST /track)');
+
+export type TrackBodyT = z.infer<typeof TrackBody>;
+export type EventBodyT = z.infer<typeof EventBody>;
+
+export const IngestAccepted = z.object({ deviceId: z.string().describe('32 hex chars') });
+
+/** Reserved property keys (semantics.md): consumed, never kept in properties. */
+export const ReservedProps = z.object({
+  __timestamp: Timestamp.optional(),
+  __ip: z.string().trim().min(1).max(64).optional(),
+  __deviceId: z.string().trim().min(1).max(128).optional(),
+  __path: z.string().max(8192).optional(),
+  __title: z.string().max(2048).optional(),
+  __referrer: z.string().max(8192).optional(),
+});
+export const RESERVED_KEYS = Object.keys(ReservedProps.shape);

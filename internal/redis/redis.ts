@@ -1,0 +1,45 @@
+// Redis client creation and the key names of one namespace (one place, so two instances
+// sharing a Redis never collide).
+import { Redis } from 'ioredis';
+import { ServiceUnreachableError } from '../store/db';
+
+export type { Redis };
+
+export function redisKeys(ns: string) {
+  return {
+    rate: (scope: string, clientId: string, window: number) => `${ns}:rl:${scope}:${clientId}:${window}`,
+    revoked: `${ns}:revoked-clients`,
+    live: (projectId: string) => `${ns}:live:${projectId}`,
+    seen: (deviceId: string) => `${ns}:seen:${deviceId}`,
+    salts: `${ns}:salts`,
+    shardOwner: (shard: number) => `${ns}:shard-owner:${shard}`,
+    workers: `${ns}:workers`,
+    queuePrefix: `${ns}:bull`,
+  };
+}
+export type RedisKeys = ReturnType<typeof redisKeys>;
+
+/** A client for request paths: fails fast instead of queueing commands while Redis is down. */
+export function createRedis(url: string, opts: { failFast?: boolean } = {}): Redis {
+  const r = new Redis(url, {
+    lazyConnect: true,
+    enableOfflineQueue: !opts.failFast,
+    maxRetriesPerRequest: opts.failFast ? 0 : null,
+    connectTimeout: 3000,
+    retryStrategy: (times) => Math.min(times * 100, 1000),
+  });
+  r.on('error', () => {}); // reconnects by itself; callers see command errors
+  return r;
+}
+
+export async function connectRedis(url: string, opts: { failFast?: boolean } = {}): Promise<Redis> {
+  const r = createRedis(url, opts);
+  try {
+    await r.connect();
+    await r.ping();
+  } catch (err) {
+    r.disconnect();
+    throw new ServiceUnreachableError('Redis', url, err);
+  }
+  return r;
+}

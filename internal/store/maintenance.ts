@@ -1,0 +1,32 @@
+// SQL of the periodic jobs: session-end lookups and retention.
+import type { Pool } from './db';
+
+export async function sessionForEndCheck(db: Pool, sessionId: string): Promise<{ ended: boolean; updatedAtMs: number } | null> {
+  const r = await db.query<{ ended: boolean; updated_at: Date }>('SELECT ended, updated_at FROM sessions WHERE id = $1 LIMIT 1', [sessionId]);
+  const row = r.rows[0];
+  return row ? { ended: row.ended, updatedAtMs: row.updated_at.getTime() } : null;
+}
+
+/** Deletes raw events and sessions older than `days` (0 keeps everything). */
+export async function applyRetention(db: Pool, days: number): Promise<{ events: number; sessions: number }> {
+  if (days <= 0) return { events: 0, sessions: 0 };
+  const cutoff = new Date(Date.now() - days * 86_400_000).toISOString();
+  const ts = (await db.query<{ ts: boolean }>('SELECT tm_timescale() AS ts')).rows[0]?.ts;
+  if (ts) {
+    await db.query(`SELECT drop_chunks('events', older_than => $1::timestamptz)`, [cutoff]);
+    await db.query(`SELECT drop_chunks('sessions', older_than => $1::timestamptz)`, [cutoff]);
+    return { events: -1, sessions: -1 };
+  }
+  // Whole monthly partitions that end before the cutoff go at once; the rest row by row.
+  const parts = await db.query<{ name: string; upper: string }>(
+    `SELECT c.relname AS name, substring(pg_get_expr(c.relpartbound, c.oid) from 'TO \\(''([^'']+)''\\)') AS upper
+     FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+     WHERE p.relname = 'events'`,
+  );
+  for (const p of parts.rows) {
+    if (p.upper && new Date(p.upper) <= new Date(cutoff) && /^events_p\d{6}$/.test(p.name)) await db.query(`DROP TABLE ${p.name}`);
+  }
+  const ev = await db.query('DELETE FROM events WHERE created_at < $1', [cutoff]);
+  const se = await db.query('DELETE FROM sessions WHERE started_at < $1', [cutoff]);
+  return { events: ev.rowCount ?? 0, sessions: se.rowCount ?? 0 };
+}

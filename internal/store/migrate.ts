@@ -1,0 +1,58 @@
+// Applies the numbered plain-SQL migrations in sql/ once each, in order, under an advisory
+// lock so that several processes starting together do not race.
+import { readdir, readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import type { Pool } from './db';
+
+export const SQL_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sql');
+const LOCK_KEY = 727_274_001;
+
+export interface MigrateResult {
+  applied: string[];
+  timescale: boolean;
+}
+
+export async function listMigrations(dir = SQL_DIR): Promise<string[]> {
+  return (await readdir(dir)).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
+}
+
+export async function migrate(pool: Pool, dir = SQL_DIR): Promise<MigrateResult> {
+  const client = await pool.connect();
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [LOCK_KEY]);
+    const available = await client.query("SELECT 1 FROM pg_available_extensions WHERE name = 'timescaledb'");
+    if (available.rowCount) await client.query('CREATE EXTENSION IF NOT EXISTS timescaledb');
+    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+    const done = new Set((await client.query<{ name: string }>('SELECT name FROM schema_migrations')).rows.map((r) => r.name));
+    const applied: string[] = [];
+    for (const file of await listMigrations(dir)) {
+      if (done.has(file)) continue;
+      const sql = await readFile(path.join(dir, file), 'utf8');
+      await client.query('BEGIN');
+      try {
+        await client.query(sql);
+        await client.query('INSERT INTO schema_migrations (name) VALUES ($1)', [file]);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK');
+        throw new Error(`migration ${file} failed: ${(err as Error).message}`);
+      }
+      applied.push(file);
+    }
+    const ts = await client.query<{ ts: boolean }>('SELECT tm_timescale() AS ts');
+    return { applied, timescale: ts.rows[0]?.ts === true };
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [LOCK_KEY]).catch(() => {});
+    client.release();
+  }
+}
+
+/** Pending migration names (readiness requires none). */
+export async function pendingMigrations(pool: Pool, dir = SQL_DIR): Promise<string[]> {
+  const all = await listMigrations(dir);
+  const res = await pool.query<{ name: string }>('SELECT name FROM schema_migrations').catch(() => ({ rows: [] as { name: string }[] }));
+  const done = new Set(res.rows.map((r) => r.name));
+  return all.filter((f) => !done.has(f));
+}

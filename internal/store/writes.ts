@@ -1,0 +1,277 @@
+// The worker's writes: one transaction per shard batch holding the events, the session rows,
+// the profile/group operations and the shard's committed JetStream position.
+import type { EventRecord, QueuedAssignGroup, QueuedGroup, QueuedIdentify, QueuedIncrement } from '../model/event';
+import { SESSION_DIMENSIONS } from '../model/event';
+import type { SessionState } from '../sessionize/session';
+import type { Pool, PoolClient } from './db';
+
+export type ProfileOp = QueuedIdentify | QueuedIncrement | QueuedGroup | QueuedAssignGroup;
+
+export interface ShardBatch {
+  stream: string;
+  shard: number;
+  /** Committed position before this batch (compare-and-set fence) and after it. */
+  fromSeq: number;
+  toSeq: number;
+  events: EventRecord[];
+  viewDurations: { eventId: string; createdAt: number; durationMs: number }[];
+  sessions: SessionState[];
+  /** Sessions reopened after an idle end: their session_end rows go. */
+  reopenedSessionIds: string[];
+  profileOps: ProfileOp[];
+}
+
+export interface OpFailure {
+  opId: string;
+  projectId: string;
+  kind: string;
+  reason: string;
+}
+
+/** Another worker committed this shard past our starting point: we no longer own it. */
+export class ShardFencedError extends Error {}
+
+export async function committedSeq(db: Pool, stream: string, shard: number): Promise<number> {
+  await db.query('INSERT INTO shard_offsets (stream, shard) VALUES ($1, $2) ON CONFLICT DO NOTHING', [stream, shard]);
+  const r = await db.query<{ stream_seq: number }>('SELECT stream_seq FROM shard_offsets WHERE stream = $1 AND shard = $2', [stream, shard]);
+  return Number(r.rows[0]?.stream_seq ?? 0);
+}
+
+const MONTH_MS = (d: Date) => Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+
+/** Monthly range partitions of `events` on plain PostgreSQL (TimescaleDB makes chunks itself). */
+export class PartitionKeeper {
+  private known = new Set<number>();
+  constructor(private readonly db: Pool, private readonly timescale: boolean) {}
+
+  /** After an error (e.g. retention dropped a partition) every month is checked again. */
+  forget(): void {
+    this.known.clear();
+  }
+
+  async ensureFor(events: EventRecord[]): Promise<void> {
+    if (this.timescale) return;
+    const months = new Set<number>();
+    for (const e of events) months.add(MONTH_MS(e.createdAt));
+    for (const m of months) {
+      if (this.known.has(m)) continue;
+      const from = new Date(m);
+      const to = new Date(Date.UTC(from.getUTCFullYear(), from.getUTCMonth() + 1, 1));
+      const name = `events_p${from.toISOString().slice(0, 7).replace('-', '')}`;
+      try {
+        await this.db.query(
+          `CREATE TABLE IF NOT EXISTS ${name} PARTITION OF events FOR VALUES FROM ('${from.toISOString()}') TO ('${to.toISOString()}')`,
+        );
+      } catch (err) {
+        // Two workers racing on the same month: the other one made it.
+        if (!['42P07', '23505'].includes((err as { code?: string }).code ?? '')) throw err;
+      }
+      this.known.add(m);
+    }
+  }
+}
+
+const EVENT_COLUMNS = [
+  ['id', 'uuid'], ['project_id', 'text'], ['name', 'text'], ['device_id', 'text'], ['profile_id', 'text'],
+  ['session_id', 'uuid'], ['created_at', 'timestamptz'], ['properties', 'jsonb'], ['groups', 'text'],
+  ['origin', 'text'], ['path', 'text'], ['title', 'text'],
+  ...SESSION_DIMENSIONS.map((d) => [d, 'text'] as const),
+  ['latitude', 'float8'], ['longitude', 'float8'], ['is_bot', 'bool'], ['bot_reason', 'text'], ['duration_ms', 'int8'],
+] as const;
+
+function eventColumnValues(e: EventRecord): unknown[] {
+  return [
+    e.id, e.projectId, e.name, e.deviceId, e.profileId, e.sessionId, e.createdAt.toISOString(), JSON.stringify(e.properties),
+    // text[] cannot be an element of an unnest() array: carried as JSON text and cast back.
+    JSON.stringify(e.groups),
+    e.origin, e.path, e.title,
+    ...SESSION_DIMENSIONS.map((d) => e[d]),
+    e.latitude, e.longitude, e.isBot, e.botReason, e.durationMs,
+  ];
+}
+
+async function insertEvents(c: PoolClient, events: EventRecord[]): Promise<void> {
+  if (!events.length) return;
+  const cols = EVENT_COLUMNS.map(([n]) => n);
+  const columns: unknown[][] = cols.map(() => []);
+  for (const e of events) eventColumnValues(e).forEach((v, i) => columns[i]!.push(v));
+  const selects = EVENT_COLUMNS.map(([n, t], i) =>
+    n === 'groups' ? `ARRAY(SELECT jsonb_array_elements_text(u.c${i}::jsonb))` : `u.c${i}`,
+  );
+  const unnest = EVENT_COLUMNS.map(([n, t], i) => `$${i + 1}::${n === 'groups' ? 'text' : t}[]`).join(', ');
+  const aliases = EVENT_COLUMNS.map((_, i) => `c${i}`).join(', ');
+  await c.query(
+    `INSERT INTO events (${cols.join(', ')})
+     SELECT ${selects.join(', ')} FROM unnest(${unnest}) AS u(${aliases})
+     ON CONFLICT DO NOTHING`,
+    columns,
+  );
+}
+
+async function updateViewDurations(c: PoolClient, d: ShardBatch['viewDurations']): Promise<void> {
+  if (!d.length) return;
+  await c.query(
+    `UPDATE events e SET duration_ms = u.ms
+     FROM unnest($1::uuid[], $2::timestamptz[], $3::int8[]) AS u(id, at, ms)
+     WHERE e.created_at = u.at AND e.id = u.id`,
+    [d.map((x) => x.eventId), d.map((x) => new Date(x.createdAt).toISOString()), d.map((x) => x.durationMs)],
+  );
+}
+
+const SESSION_COLUMNS: [string, string, (s: SessionState) => unknown][] = [
+  ['id', 'uuid', (s) => s.id],
+  ['project_id', 'text', (s) => s.projectId],
+  ['device_id', 'text', (s) => s.deviceId],
+  ['profile_id', 'text', (s) => s.profileId],
+  ['started_at', 'timestamptz', (s) => new Date(s.startedAt).toISOString()],
+  ['last_event_at', 'timestamptz', (s) => new Date(s.lastEventAt).toISOString()],
+  ['duration_ms', 'int8', (s) => s.lastEventAt - s.startedAt],
+  ['ended', 'bool', (s) => s.ended],
+  ['entry_origin', 'text', (s) => s.entryOrigin],
+  ['entry_path', 'text', (s) => s.entryPath],
+  ['exit_origin', 'text', (s) => s.exitOrigin],
+  ['exit_path', 'text', (s) => s.exitPath],
+  ['screen_view_count', 'int4', (s) => s.screenViewCount],
+  ['event_count', 'int4', (s) => s.eventCount],
+  ['is_bounce', 'bool', (s) => s.screenViewCount <= 1],
+  ['is_bot', 'bool', (s) => s.isBot],
+  ['last_event_id', 'uuid', (s) => s.lastEvent?.id ?? null],
+  ['last_event_is_view', 'bool', (s) => s.lastEvent?.isScreenView ?? false],
+  ['updated_at', 'timestamptz', (s) => new Date(s.updatedAtMs).toISOString()],
+  ...SESSION_DIMENSIONS.map((d): [string, string, (s: SessionState) => unknown] => [d, 'text', (s) => s.dims[d]]),
+];
+const SESSION_MUTABLE = [
+  'profile_id', 'last_event_at', 'duration_ms', 'ended', 'entry_origin', 'entry_path', 'exit_origin', 'exit_path',
+  'screen_view_count', 'event_count', 'is_bounce', 'last_event_id', 'last_event_is_view', 'updated_at',
+];
+
+async function upsertSessions(c: PoolClient, sessions: SessionState[]): Promise<void> {
+  if (!sessions.length) return;
+  const params = SESSION_COLUMNS.map(([, , get]) => sessions.map(get));
+  const unnest = SESSION_COLUMNS.map(([, t], i) => `$${i + 1}::${t}[]`).join(', ');
+  const names = SESSION_COLUMNS.map(([n]) => n).join(', ');
+  await c.query(
+    `INSERT INTO sessions (${names})
+     SELECT * FROM unnest(${unnest}) AS u(${names})
+     ON CONFLICT (started_at, id) DO UPDATE SET ${SESSION_MUTABLE.map((n) => `${n} = EXCLUDED.${n}`).join(', ')}`,
+    params,
+  );
+}
+
+/** Loads the latest session of each device (the sessionizer's state after a restart). */
+export async function loadLatestSessions(db: Pool, keys: { projectId: string; deviceId: string }[]): Promise<SessionState[]> {
+  if (!keys.length) return [];
+  const r = await db.query(
+    `SELECT s.* FROM unnest($1::text[], $2::text[]) AS k(project_id, device_id)
+     CROSS JOIN LATERAL (
+       SELECT * FROM sessions s WHERE s.project_id = k.project_id AND s.device_id = k.device_id
+       ORDER BY s.started_at DESC LIMIT 1) s`,
+    [keys.map((k) => k.projectId), keys.map((k) => k.deviceId)],
+  );
+  return r.rows.map((row) => {
+    const dims = {} as SessionState['dims'];
+    for (const d of SESSION_DIMENSIONS) dims[d] = row[d];
+    const last = new Date(row.last_event_at).getTime();
+    return {
+      id: row.id, projectId: row.project_id, deviceId: row.device_id, profileId: row.profile_id,
+      startedAt: new Date(row.started_at).getTime(), lastEventAt: last,
+      screenViewCount: row.screen_view_count, eventCount: row.event_count,
+      entryOrigin: row.entry_origin, entryPath: row.entry_path, exitOrigin: row.exit_origin, exitPath: row.exit_path,
+      isBot: row.is_bot, dims, ended: row.ended, updatedAtMs: new Date(row.updated_at).getTime(),
+      lastEvent: row.last_event_id ? { id: row.last_event_id, createdAt: last, isScreenView: row.last_event_is_view } : null,
+    } satisfies SessionState;
+  });
+}
+
+/** Applies profile and group operations in order; returns the ones that could not apply. */
+async function applyProfileOps(c: PoolClient, ops: ProfileOp[]): Promise<OpFailure[]> {
+  const failures: OpFailure[] = [];
+  for (const op of ops) {
+    switch (op.kind) {
+      case 'identify':
+        await c.query(
+          `INSERT INTO profiles AS p (project_id, id, first_name, last_name, email, properties)
+           VALUES ($1, $2, $3, $4, $5, $6::jsonb)
+           ON CONFLICT (project_id, id) DO UPDATE SET
+             first_name = coalesce(EXCLUDED.first_name, p.first_name),
+             last_name = coalesce(EXCLUDED.last_name, p.last_name),
+             email = coalesce(EXCLUDED.email, p.email),
+             properties = p.properties || EXCLUDED.properties,
+             updated_at = now()`,
+          [op.projectId, op.profileId, op.firstName, op.lastName, op.email, JSON.stringify(op.properties)],
+        );
+        break;
+      case 'increment': {
+        // Atomic in SQL; a stored value that is not a number is left alone and reported.
+        const r = await c.query<{ ok: boolean }>(
+          `INSERT INTO profiles AS p (project_id, id, properties)
+           VALUES ($1, $2, jsonb_build_object($3::text, $4::numeric))
+           ON CONFLICT (project_id, id) DO UPDATE SET
+             properties = CASE
+               WHEN p.properties -> $3::text IS NULL OR jsonb_typeof(p.properties -> $3::text) = 'number'
+                 OR (jsonb_typeof(p.properties -> $3::text) = 'string' AND p.properties ->> $3::text ~ '^\\s*-?[0-9]+(\\.[0-9]+)?\\s*$')
+               THEN p.properties || jsonb_build_object($3::text, coalesce((p.properties ->> $3::text)::numeric, 0) + $4::numeric)
+               ELSE p.properties END,
+             updated_at = now()
+           RETURNING jsonb_typeof(properties -> $3::text) = 'number' AS ok`,
+          [op.projectId, op.profileId, op.property, op.delta],
+        );
+        if (!r.rows[0]?.ok) failures.push({ opId: op.id, projectId: op.projectId, kind: op.kind, reason: `property "${op.property}" holds a non-numeric value` });
+        break;
+      }
+      case 'group':
+        await c.query(
+          `INSERT INTO groups AS g (project_id, id, type, name, properties) VALUES ($1, $2, $3, $4, $5::jsonb)
+           ON CONFLICT (project_id, id) DO UPDATE SET type = EXCLUDED.type, name = EXCLUDED.name,
+             properties = g.properties || EXCLUDED.properties, updated_at = now()`,
+          [op.projectId, op.groupId, op.type, op.name, JSON.stringify(op.properties)],
+        );
+        break;
+      case 'assign_group':
+        await c.query(
+          `INSERT INTO profiles AS p (project_id, id, groups) VALUES ($1, $2, (SELECT array_agg(DISTINCT g ORDER BY g) FROM unnest($3::text[]) g))
+           ON CONFLICT (project_id, id) DO UPDATE SET
+             groups = (SELECT array_agg(DISTINCT g ORDER BY g) FROM unnest(p.groups || EXCLUDED.groups) g),
+             updated_at = now()`,
+          [op.projectId, op.profileId, op.groupIds],
+        );
+        break;
+    }
+  }
+  if (failures.length) {
+    await c.query(
+      `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,
+      [failures.map((f) => f.opId), failures.map((f) => f.projectId), failures.map((f) => f.kind), failures.map((f) => f.reason),
+        failures.map((f) => JSON.stringify(ops.find((o) => o.id === f.opId)))],
+    );
+  }
+  return failures;
+}
+
+/** Writes one shard batch atomically, fenced on the shard's committed position. */
+export async function commitShardBatch(db: Pool, b: ShardBatch): Promise<{ failures: OpFailure[] }> {
+  const c = await db.connect();
+  try {
+    await c.query('BEGIN');
+    const fence = await c.query(
+      'UPDATE shard_offsets SET stream_seq = $4, updated_at = now() WHERE stream = $1 AND shard = $2 AND stream_seq = $3',
+      [b.stream, b.shard, b.fromSeq, b.toSeq],
+    );
+    if (fence.rowCount !== 1) throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
+    await insertEvents(c, b.events);
+    await updateViewDurations(c, b.viewDurations);
+    if (b.reopenedSessionIds.length) {
+      await c.query(`DELETE FROM events WHERE session_id = ANY($1::uuid[]) AND name = 'session_end'`, [b.reopenedSessionIds]);
+    }
+    await upsertSessions(c, b.sessions);
+    const failures = await applyProfileOps(c, b.profileOps);
+    await c.query('COMMIT');
+    return { failures };
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    c.release();
+  }
+}

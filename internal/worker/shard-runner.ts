@@ -1,0 +1,175 @@
+// Runs one shard: consume its subject in order, process a batch, commit it (with the
+// shard's JetStream position, fenced), then ack. A failed batch is retried as a whole;
+// nothing is acked before its effects are committed.
+import { LRUCache } from 'lru-cache';
+import type { Bus, BusMessage } from '../bus/bus';
+import type { Enricher } from '../enrich';
+import { decodeBatch } from '../ingest/batcher';
+import type { QueuedOp } from '../model/event';
+import type { Logger } from '../obs/log';
+import type { Metrics } from '../obs/metrics';
+import type { SessionState } from '../sessionize/session';
+import type { Pool } from '../store/db';
+import { commitShardBatch, committedSeq, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
+import { processOps } from './processor';
+
+export interface ShardRunnerDeps {
+  bus: Bus;
+  db: Pool;
+  enricher: Enricher;
+  partitions: PartitionKeeper;
+  log: Logger;
+  metrics: Metrics;
+  timeoutMs: number;
+  batchMax: number;
+  /** Called after commit with the sessions that opened (their end check is scheduled). */
+  onOpened: (sessions: SessionState[]) => Promise<void>;
+  now?: () => number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class ShardRunner {
+  private stopping = false;
+  private finished = false;
+  private stopped: Promise<void> | null = null;
+  private readonly cache = new LRUCache<string, SessionState>({ max: 200_000 });
+  private queue: BusMessage[] = [];
+  private wake: (() => void) | null = null;
+  private highestSeen = 0;
+  private messages: { stop(): void; close(): Promise<void | Error> } | null = null;
+
+  constructor(readonly shard: number, private readonly deps: ShardRunnerDeps) {}
+
+  start(): void {
+    this.stopped = this.run()
+      .catch((err) => {
+        this.deps.log.error({ err, shard: this.shard }, 'shard runner stopped on error');
+      })
+      .finally(() => {
+        this.finished = true;
+      });
+  }
+
+  /** The runner stopped by itself (fenced, or failed to start): its lease should go. */
+  get done(): boolean {
+    return this.finished;
+  }
+
+  /** Finishes the batch in hand (committed and acked), then stops consuming. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wake?.();
+    this.messages?.stop();
+    await this.stopped;
+  }
+
+  private async run(): Promise<void> {
+    const { bus, db, log } = this.deps;
+    let committed = await committedSeq(db, bus.streamName, this.shard);
+    const consumer = await bus.openShard(this.shard, committed + 1);
+    const messages = await consumer.consume({
+      max_messages: Math.max(100, this.deps.batchMax),
+      callback: (m) => {
+        // A redelivery of a message we already hold (ack_wait passed during a retry) is ignored.
+        if (m.seq <= this.highestSeen) return;
+        this.highestSeen = m.seq;
+        this.queue.push(m);
+        this.wake?.();
+      },
+    });
+    this.messages = messages;
+    log.info({ shard: this.shard, from: committed + 1 }, 'shard taken');
+    let failures = 0;
+    while (!this.stopping) {
+      if (!this.queue.length) {
+        await new Promise<void>((r) => {
+          this.wake = r;
+          setTimeout(r, 1000).unref();
+        });
+        this.wake = null;
+        continue;
+      }
+      const batch = this.takeBatch();
+      const stale = batch.filter((m) => m.seq <= committed);
+      for (const m of stale) m.ack();
+      const fresh = batch.filter((m) => m.seq > committed);
+      if (!fresh.length) continue;
+      try {
+        committed = await this.commit(fresh, committed);
+        for (const m of fresh) m.ack();
+        failures = 0;
+      } catch (err) {
+        if (err instanceof ShardFencedError) {
+          log.warn({ shard: this.shard }, 'shard moved to another worker; stopping');
+          this.deps.metrics.workerErrors.inc({ kind: 'fenced' });
+          this.stopping = true;
+          break;
+        }
+        failures++;
+        this.deps.metrics.workerErrors.inc({ kind: 'commit' });
+        log.error({ err, shard: this.shard, attempt: failures }, 'batch failed; retrying');
+        this.cache.clear(); // reload session states from the store on retry
+        this.deps.partitions.forget();
+        this.queue.unshift(...fresh);
+        for (const m of fresh) m.working();
+        await sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)));
+      }
+    }
+    await messages.close().catch(() => {});
+  }
+
+  private takeBatch(): BusMessage[] {
+    // Whole messages (each a micro-batch of ops) up to about batchMax ops.
+    const out: BusMessage[] = [];
+    let ops = 0;
+    while (this.queue.length && (out.length === 0 || ops < this.deps.batchMax)) {
+      const m = this.queue.shift()!;
+      out.push(m);
+      ops += 64; // a cheap estimate; exact counts are known after decoding
+    }
+    return out;
+  }
+
+  private async commit(msgs: BusMessage[], fromSeq: number): Promise<number> {
+    const { bus, db, metrics } = this.deps;
+    const ops: QueuedOp[] = [];
+    for (const m of msgs) {
+      try {
+        ops.push(...decodeBatch(m.data).ops);
+      } catch (err) {
+        // A message we cannot read would block the shard forever: recorded and skipped.
+        this.deps.log.error({ err, seq: m.seq, shard: this.shard }, 'undecodable message skipped');
+        metrics.workerErrors.inc({ kind: 'decode' });
+      }
+    }
+    const processed = await processOps(ops, {
+      enricher: this.deps.enricher,
+      cache: this.cache,
+      loadSessions: (keys) => loadLatestSessions(db, keys),
+      timeoutMs: this.deps.timeoutMs,
+      nowMs: this.deps.now ?? Date.now,
+    });
+    await this.deps.partitions.ensureFor(processed.events);
+    const toSeq = msgs[msgs.length - 1]!.seq;
+    const started = process.hrtime.bigint();
+    const { failures } = await commitShardBatch(db, {
+      stream: bus.streamName, shard: this.shard, fromSeq, toSeq,
+      events: processed.events, viewDurations: processed.viewDurations, sessions: processed.sessions,
+      reopenedSessionIds: processed.reopenedSessionIds, profileOps: processed.profileOps,
+    });
+    metrics.workerCommitDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    metrics.workerBatchOps.observe(ops.length);
+    metrics.workerEvents.inc(processed.events.length);
+    for (const r of processed.drops) metrics.drops.inc({ reason: r });
+    for (const f of failures) {
+      metrics.opFailures.inc({ kind: f.kind });
+      this.deps.log.warn({ opId: f.opId, projectId: f.projectId, reason: f.reason }, 'profile operation not applied');
+    }
+    for (const [k, s] of processed.states) this.cache.set(k, s);
+    if (processed.opened.length) {
+      await this.deps.onOpened(processed.opened).catch((err) => this.deps.log.warn({ err }, 'could not schedule session end checks'));
+    }
+    return toSeq;
+  }
+}
