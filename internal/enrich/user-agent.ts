@@ -1,0 +1,92 @@
+// Step putUserAgent: device, brand, model, browser, browser_version, os, os_version
+// from the user-agent with ua-parser-js 1.x (MIT; 2.x is AGPL, do not upgrade). The
+// rules follow OpenPanel's packages/common/server/parser-user-agent.ts.
+import { LRUCache } from 'lru-cache';
+import UAParser from 'ua-parser-js';
+import type { DeviceFields } from '../model/event';
+import { keep, type Step } from './step';
+
+/** What OpenPanel records for a request with no browser behind it: device 'server', rest empty. */
+export const SERVER_DEVICE: Readonly<DeviceFields> = Object.freeze({
+  device: 'server',
+  browser: '',
+  browser_version: '',
+  os: '',
+  os_version: '',
+  brand: '',
+  model: '',
+});
+
+// "name/1.2.3" and nothing else (curl/8.4.0, Go-http-client/1.1): an HTTP library.
+const SINGLE_NAME_VERSION_RE = /^[^/]+\/[\d.]+$/;
+// iPadOS 18 UAs that ua-parser reads as "Mac OS" without a version.
+const IPADOS_VERSION_RE = /iPadOS\s*([\d_]+)/i;
+// Fallback when ua-parser has no device type (OpenPanel's getDevice, condensed).
+const TABLET_RE = /tablet|ipad|playbook|silk|kindle|SM-T\d+/i;
+const MOBILE_RE = /mobi|iphone|ipod|android.+mobile|blackberry|opera mini|iemobile|windows phone|SM-[ABDEFGJMNRWZ]\d+|LG-[A-Z0-9]+/i;
+const ANDROID_RE = /android/i;
+
+export function parseUserAgent(userAgent: string | null | undefined): DeviceFields {
+  const ua = userAgent?.trim() ?? '';
+  // OpenPanel: no user-agent at all is a server-side call.
+  if (!ua) return { ...SERVER_DEVICE };
+  const res = new UAParser(ua).getResult();
+  // OpenPanel's isServer: a bare library token, or nothing recognisable at all.
+  if (SINGLE_NAME_VERSION_RE.test(ua) || (!res.os.name && !res.browser.name && !res.device.vendor && !res.device.model)) {
+    return { ...SERVER_DEVICE };
+  }
+  let os = res.os.name ?? '';
+  let osVersion = res.os.version ?? '';
+  const ipadOs = res.device.model === 'iPad' && !osVersion ? IPADOS_VERSION_RE.exec(ua) : null;
+  if (ipadOs?.[1]) {
+    // ua-parser names iPad systems "iOS" elsewhere; keep that name rather than "Mac OS".
+    os = 'iOS';
+    osVersion = ipadOs[1].replace(/_/g, '.');
+  }
+  return {
+    // ua-parser leaves desktops without a type; OpenPanel then falls back to its own regexes.
+    device: res.device.type || fallbackDeviceType(ua),
+    brand: res.device.vendor ?? '',
+    model: res.device.model ?? '',
+    browser: res.browser.name ?? '',
+    // Full version string ("124.0.6367.82"), as OpenPanel stores it, not the major.
+    browser_version: res.browser.version ?? '',
+    os,
+    os_version: osVersion,
+  };
+}
+
+function fallbackDeviceType(ua: string): string {
+  if (TABLET_RE.test(ua)) return 'tablet';
+  if (MOBILE_RE.test(ua)) return 'mobile';
+  // Android without "Mobile" is a tablet by Google's own UA convention.
+  if (ANDROID_RE.test(ua)) return 'tablet';
+  return 'desktop';
+}
+
+export interface UserAgentOptions {
+  /** Distinct user-agent strings whose parse is kept (LRU). */
+  cacheSize?: number;
+}
+
+export function createUserAgentParser(opts: UserAgentOptions = {}): (userAgent: string | null | undefined) => DeviceFields {
+  const cache = new LRUCache<string, DeviceFields>({ max: opts.cacheSize ?? 10_000 });
+  return (userAgent) => {
+    const key = userAgent ?? '';
+    const hit = cache.get(key);
+    if (hit) return hit;
+    const parsed = Object.freeze(parseUserAgent(userAgent));
+    cache.set(key, parsed);
+    return parsed;
+  };
+}
+
+export function createPutUserAgent(opts: UserAgentOptions = {}): Step {
+  const parse = createUserAgentParser(opts);
+  return {
+    name: 'putUserAgent',
+    run(event) {
+      return keep({ ...event, ...parse(event.userAgent) });
+    },
+  };
+}

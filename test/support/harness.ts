@@ -1,0 +1,199 @@
+// Integration test harness: a real Tidemark (API + worker, in this process or a child
+// process) on the real PostgreSQL, Redis and NATS, isolated by its own database and
+// namespace, torn down afterwards.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { loadConfig, type Config } from '../../internal/config/config';
+import { start, type Roles, type Running } from '../../internal/app/runtime';
+import { hashSecret, generateSecret } from '../../internal/auth/secrets';
+import { createClient, createProject, type ClientMode } from '../../internal/store/accounts';
+import { createPool, ensureDatabase, type Pool } from '../../internal/store/db';
+import { migrate } from '../../internal/store/migrate';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const PG_BASE = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432';
+export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+export const NATS_URL = process.env.TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
+
+let servicesChecked = false;
+/** Starts any of PostgreSQL, Redis, NATS that is down (test/ensure-services.sh). */
+export function ensureServices(): void {
+  if (servicesChecked) return;
+  execFileSync('bash', [path.join(ROOT, 'test/ensure-services.sh')], { stdio: 'inherit' });
+  servicesChecked = true;
+}
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `fn` until it returns a truthy value (returned) or the time runs out (throws with the last value). */
+export async function waitFor<T>(fn: () => Promise<T> | T, opts: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<T> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
+  let last: T | undefined;
+  let lastErr: unknown;
+  while (Date.now() < deadline) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (err) {
+      lastErr = err;
+    }
+    await sleep(opts.intervalMs ?? 100);
+  }
+  throw new Error(`timed out waiting for ${opts.what ?? 'condition'}; last value ${JSON.stringify(last)} ${lastErr ? String(lastErr) : ''}`);
+}
+
+export interface Credentials {
+  clientId: string;
+  clientSecret: string;
+}
+
+/** An isolated environment: its own database and namespace. */
+export class TestEnv {
+  readonly dbName: string;
+  readonly namespace: string;
+  readonly databaseUrl: string;
+  db!: Pool;
+
+  constructor(prefix = 'tm') {
+    this.dbName = uniqueName(`${prefix}_test`).toLowerCase();
+    this.namespace = uniqueName(prefix).replace(/_/g, '-');
+    this.databaseUrl = `${PG_BASE}/${this.dbName}`;
+  }
+
+  config(extra: Record<string, string> = {}): Config {
+    return loadConfig({
+      PORT: '0', METRICS_PORT: '0', DATABASE_URL: this.databaseUrl, NATS_URL, REDIS_URL,
+      TIDEMARK_NAMESPACE: this.namespace, LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+      TIDEMARK_SHARDS: '4', ...extra,
+    });
+  }
+
+  env(extra: Record<string, string> = {}): Record<string, string> {
+    return {
+      PORT: '0', DATABASE_URL: this.databaseUrl, NATS_URL, REDIS_URL, TIDEMARK_NAMESPACE: this.namespace,
+      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn', TIDEMARK_SHARDS: '4', ...extra,
+    };
+  }
+
+  async setup(): Promise<this> {
+    ensureServices();
+    await ensureDatabase(this.databaseUrl);
+    this.db = createPool(this.databaseUrl, 4);
+    await migrate(this.db);
+    return this;
+  }
+
+  async project(opts: { name?: string; timezone?: string; origins?: string[] } = {}): Promise<string> {
+    const p = await createProject(this.db, { name: opts.name ?? 'Test', timezone: opts.timezone ?? 'UTC', origins: opts.origins ?? [] });
+    return p.id;
+  }
+
+  async client(projectId: string, mode: ClientMode, ingestRate = 0): Promise<Credentials> {
+    const secret = generateSecret();
+    const c = await createClient(this.db, { projectId, mode, secretHash: await hashSecret(secret), ingestRate });
+    return { clientId: c.id, clientSecret: secret };
+  }
+
+  /** Drops the database, the JetStream stream and the namespace's Redis keys. */
+  async teardown(): Promise<void> {
+    await this.db?.end().catch(() => {});
+    const admin = new pg.Client({ connectionString: `${PG_BASE}/postgres` });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(this.dbName)} WITH (FORCE)`).catch(() => {});
+    await admin.end();
+    const nc = await connect({ servers: NATS_URL });
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete(`${this.namespace}_events`).catch(() => {});
+    await nc.close();
+    const redis = new Redis(REDIS_URL);
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${this.namespace}:*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) await redis.del(...keys);
+    } while (cursor !== '0');
+    redis.disconnect();
+  }
+}
+
+/** A running in-process Tidemark. */
+export async function startApp(env: TestEnv, roles: Roles = { api: true, worker: true }, extra: Record<string, string> = {}): Promise<Running & { url: string }> {
+  const running = await start(env.config(extra), roles);
+  return Object.assign(running, { url: `http://127.0.0.1:${running.port}` });
+}
+
+/** A Tidemark in a child process (for SIGTERM / SIGKILL tests). Resolves once it listens. */
+export async function spawnApp(
+  env: TestEnv,
+  script: 'all' | 'api' | 'worker',
+  extra: Record<string, string> = {},
+): Promise<{ child: ChildProcess; url: string; port: number; logs: () => string }> {
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, `cmd/${script}/main.ts`)], {
+    cwd: ROOT,
+    env: { ...process.env, ...env.env({ PORT: String(port), METRICS_PORT: String(port), LOG_LEVEL: 'info', ...extra }) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  await waitFor(() => out.includes('tidemark started') || child.exitCode !== null, { timeoutMs: 30_000, what: `${script} to start` });
+  if (child.exitCode !== null) throw new Error(`${script} exited: ${out}`);
+  return { child, url: `http://127.0.0.1:${port}`, port, logs: () => out };
+}
+
+export interface SendOptions {
+  headers?: Record<string, string>;
+  userAgent?: string;
+  ip?: string;
+}
+
+/** POST JSON with write-client credentials. */
+export async function post(url: string, body: unknown, creds: Credentials | null, o: SendOptions = {}): Promise<{ status: number; body: any; headers: Headers }> {
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...(o.headers ?? {}) };
+  if (creds) {
+    headers['service-client-id'] = creds.clientId;
+    headers['service-client-secret'] = creds.clientSecret;
+  }
+  if (o.userAgent) headers['user-agent'] = o.userAgent;
+  if (o.ip) headers['x-client-ip'] = o.ip;
+  const res = await fetch(url, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {}
+  return { status: res.status, body: parsed, headers: res.headers };
+}
+
+/** GET with read-client credentials. */
+export async function get(url: string, creds: Credentials | null, headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: Headers }> {
+  const h: Record<string, string> = { ...headers };
+  if (creds) {
+    h['service-client-id'] = creds.clientId;
+    h['service-client-secret'] = creds.clientSecret;
+  }
+  const res = await fetch(url, { headers: h });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {}
+  return { status: res.status, body: parsed, headers: res.headers };
+}
+
+/** `{type:'track', payload}` for a named event with properties. */
+export const track = (name: string, properties: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
+  type: 'track',
+  payload: { name, properties, ...extra },
+});
