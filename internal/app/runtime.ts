@@ -21,6 +21,8 @@ import { ShardManager } from '../worker/shard-manager';
 import { ShardRunner } from '../worker/shard-runner';
 import { opsRoutes, type Probe } from './ops-routes';
 import { readRoutes } from './read-routes';
+import { openApiDocument } from './openapi';
+import { DASHBOARD_HTML } from './dashboard';
 
 export interface Roles {
   api: boolean;
@@ -161,6 +163,15 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
       onRateLimited: (scope) => metrics.rateLimited.inc({ scope }),
     })) router.add(r);
     for (const r of readRoutes({ db, redis, keys, auth, gate, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS })) router.add(r);
+    const openapi = JSON.stringify(openApiDocument());
+    router.add({
+      method: 'GET', pattern: '/openapi.json', family: 'ops',
+      handler: async () => ({ status: 200, raw: { contentType: 'application/json', data: openapi } }),
+    });
+    router.add({
+      method: 'GET', pattern: '/dashboard', family: 'ops',
+      handler: async () => ({ status: 200, raw: { contentType: 'text/html; charset=utf-8', data: DASHBOARD_HTML } }),
+    });
   }
 
   const port = roles.api ? cfg.PORT : cfg.METRICS_PORT;
