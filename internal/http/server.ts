@@ -101,17 +101,65 @@ export class HttpServer {
     };
     let family: RouteFamily = this.opts.router.familyOf(path);
     let routeName = 'unmatched';
+    const writeHead = (r: HttpResponse) => {
+      const origin = headers.origin;
+      res.writeStatus(`${r.status} ${STATUS_TEXT[r.status] ?? ''}`.trim());
+      res.writeHeader('x-request-id', requestId);
+      if (family === 'ingest' && origin) {
+        res.writeHeader('Access-Control-Allow-Origin', origin);
+        res.writeHeader('Vary', 'Origin');
+      }
+      for (const [k, v] of Object.entries(r.headers ?? {})) res.writeHeader(k, v);
+    };
+    const observe = (status: number) =>
+      this.opts.onResponse?.({ route: routeName, method, status, requestId, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
+    const sendStream = async (r: HttpResponse & { stream: NonNullable<HttpResponse['stream']> }) => {
+      const it = r.stream.chunks[Symbol.asyncIterator]();
+      // The first chunk decides the status: an error before any byte is sent is a normal error response.
+      let pending: IteratorResult<string | Buffer>;
+      try {
+        pending = await it.next();
+      } catch (err) {
+        return fail(err);
+      }
+      if (state.aborted) return void (await it.return?.());
+      res.cork(() => {
+        writeHead(r);
+        res.writeHeader('Content-Type', r.stream.contentType);
+      });
+      try {
+        for (let first = true; ; first = false) {
+          const next = first ? pending : await it.next();
+          if (state.aborted) break;
+          if (next.done) break;
+          let ok = true;
+          res.cork(() => {
+            ok = res.write(next.value);
+          });
+          if (!ok) {
+            await new Promise<void>((resolve) => res.onWritable(() => (resolve(), true)));
+          }
+          if (state.aborted) break;
+        }
+      } catch (err) {
+        this.opts.onError?.(err, { method, path, requestId });
+        if (!state.aborted) res.close();
+        state.aborted = true;
+      } finally {
+        if (state.aborted) await it.return?.();
+      }
+      if (!state.aborted && !state.done) res.cork(() => res.end());
+      finish();
+      observe(r.status);
+    };
     const send = (r: HttpResponse) => {
       if (state.aborted || state.done) return;
-      const origin = headers.origin;
+      if (r.stream) {
+        void sendStream(r as HttpResponse & { stream: NonNullable<HttpResponse['stream']> });
+        return;
+      }
       res.cork(() => {
-        res.writeStatus(`${r.status} ${STATUS_TEXT[r.status] ?? ''}`.trim());
-        res.writeHeader('x-request-id', requestId);
-        if (family === 'ingest' && origin) {
-          res.writeHeader('Access-Control-Allow-Origin', origin);
-          res.writeHeader('Vary', 'Origin');
-        }
-        for (const [k, v] of Object.entries(r.headers ?? {})) res.writeHeader(k, v);
+        writeHead(r);
         if (r.raw) {
           res.writeHeader('Content-Type', r.raw.contentType);
           res.end(r.raw.data);
@@ -123,10 +171,7 @@ export class HttpServer {
         }
       });
       finish();
-      this.opts.onResponse?.({
-        route: routeName, method, status: r.status, requestId,
-        seconds: Number(process.hrtime.bigint() - started) / 1e9,
-      });
+      observe(r.status);
     };
     const fail = (err: unknown) => {
       if (!(err instanceof HttpError)) this.opts.onError?.(err, { method, path, requestId });

@@ -24,6 +24,8 @@ export interface HttpResponse {
   /** JSON-serialised unless `raw` is set. */
   body?: unknown;
   raw?: { contentType: string; data: string | Buffer };
+  /** A body written chunk by chunk with backpressure (large exports). */
+  stream?: { contentType: string; chunks: AsyncIterable<string | Buffer> };
 }
 
 export type Handler = (req: HttpRequest) => Promise<HttpResponse>;

@@ -1,0 +1,332 @@
+// Insights read model: metrics with a series, top pages and the 18 session breakdowns,
+// computed from `sessions` and `events` (semantics.md, "Insights numbers").
+//
+// Decisions beyond semantics.md:
+// - Bots (is_bot) and the service's own session_start/session_end rows never count.
+// - Ties sort by name (pages: path, then origin; prefixed breakdowns: name, then prefix)
+//   in byte order (COLLATE "C"), so the order does not depend on the database locale.
+// - A page's title is the latest non-empty title among its counted views ('' if none).
+// - A project whose stored timezone Intl does not know is treated as UTC.
+import { NotFoundError, BadRequestError } from '../http/errors';
+import { DIMENSION_PREFIX, SCREEN_VIEW, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
+import {
+  DEFAULT_STATEMENT_TIMEOUT_MS,
+  PG_INVALID_REGULAR_EXPRESSION,
+  pgErrorCode,
+  withTimeout,
+  type ConnectionSource,
+  type Queryable,
+} from '../query/db';
+import { compileAll, regexValues, splitFilters, SqlParams, type SplitFilters } from '../query/filters';
+import type { Filter, PageParams, PeriodParams } from '../query/params';
+import { isValidTimeZone, resolvePeriod, type Period } from '../query/period';
+import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
+import { scopedSessionsSql, type SessionScope } from './sessions';
+
+export const BREAKDOWN_DIMENSIONS = SESSION_DIMENSIONS;
+export type BreakdownDimension = SessionDimension;
+
+export function isBreakdownDimension(name: string): name is BreakdownDimension {
+  return (BREAKDOWN_DIMENSIONS as readonly string[]).includes(name);
+}
+
+export interface InsightsOptions {
+  /** Statement timeout of every query, ms (default 5000). */
+  statementTimeoutMs?: number;
+}
+
+export interface MetricValues {
+  bounce_rate: number;
+  unique_visitors: number;
+  total_sessions: number;
+  avg_session_duration: number;
+  total_screen_views: number;
+  views_per_session: number;
+}
+
+export interface MetricsResponse {
+  metrics: MetricValues;
+  series: Array<{ date: string } & MetricValues>;
+}
+
+export interface PageRow {
+  title: string;
+  origin: string;
+  path: string;
+  sessions: number;
+  bounce_rate: number;
+  avg_duration: number;
+}
+
+export interface BreakdownRow {
+  name: string;
+  /** Only on region, city (country), browser_version (browser), os_version (os). */
+  prefix?: string;
+  sessions: number;
+  bounce_rate: number;
+  avg_session_duration: number;
+}
+
+interface QueryContext {
+  db: Queryable;
+  projectId: string;
+  period: Period;
+  filters: SplitFilters;
+}
+
+/** Totals and one row per bucket (empty buckets as zeros). */
+export async function getMetrics(
+  pool: ConnectionSource,
+  projectId: string,
+  params: PeriodParams,
+  now: Date = new Date(),
+  options: InsightsOptions = {},
+): Promise<MetricsResponse> {
+  return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
+    const p = new SqlParams();
+    const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: true });
+    const buckets = p.add(ctx.period.buckets.map((b) => b.toISOString()));
+    // width_bucket over the bucket starts gives the 1-based bucket index; the () grouping
+    // set adds the totals row (bucket NULL), so unique visitors stay exact in both.
+    const sql = `
+      WITH s AS (${sessionsSql})
+      SELECT width_bucket(s.started_at, ${buckets}::timestamptz[]) AS bucket,
+             count(*) AS sessions,
+             count(*) FILTER (WHERE s.is_bounce) AS bounces,
+             count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
+             coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
+             coalesce(sum(s.screen_view_count), 0) AS screen_views,
+             count(DISTINCT s.profile_id) AS visitors
+      FROM s
+      GROUP BY GROUPING SETS ((width_bucket(s.started_at, ${buckets}::timestamptz[])), ())`;
+    const { rows } = await ctx.db.query<MetricsRow>(sql, p.values);
+    const empty = metricValues(undefined);
+    let totals = empty;
+    const byBucket = new Map<number, MetricValues>();
+    for (const row of rows) {
+      if (row.bucket === null) totals = metricValues(row);
+      else byBucket.set(toNumber(row.bucket), metricValues(row));
+    }
+    return {
+      metrics: totals,
+      series: ctx.period.buckets.map((b, i) => ({ date: b.toISOString(), ...(byBucket.get(i + 1) ?? empty) })),
+    };
+  });
+}
+
+interface MetricsRow {
+  bucket: string | number | null;
+  sessions: string;
+  bounces: string;
+  timed_sessions: string;
+  duration_ms: string;
+  screen_views: string;
+  visitors: string;
+}
+
+function metricValues(row: MetricsRow | undefined): MetricValues {
+  const sessions = toNumber(row?.sessions);
+  const screenViews = toNumber(row?.screen_views);
+  return {
+    bounce_rate: bounceRate(toNumber(row?.bounces), sessions),
+    unique_visitors: toNumber(row?.visitors),
+    total_sessions: sessions,
+    avg_session_duration: meanSeconds(toNumber(row?.duration_ms), toNumber(row?.timed_sessions)),
+    total_screen_views: screenViews,
+    views_per_session: roundedRatio(screenViews, sessions),
+  };
+}
+
+/** One row per (origin, path) viewed in the period's sessions, a page of them. */
+export async function getPages(
+  pool: ConnectionSource,
+  projectId: string,
+  params: PageParams,
+  now: Date = new Date(),
+  options: InsightsOptions = {},
+): Promise<PageRow[]> {
+  return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
+    const p = new SqlParams();
+    const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: false });
+    const projectParam = p.add(ctx.projectId);
+    const viewParam = p.add(SCREEN_VIEW);
+    const sql = `
+      WITH s AS (${sessionsSql}),
+      v AS (
+        SELECT e.id, e.session_id, e.origin, e.path, e.title, e.created_at, e.duration_ms, s.is_bounce,
+               (s.entry_origin = e.origin AND s.entry_path = e.path) AS entered
+        FROM s
+        JOIN events e ON e.session_id = s.id
+        WHERE e.project_id = ${projectParam}
+          AND e.name = ${viewParam}
+          AND e.created_at >= ${p.add(ctx.period.start.toISOString())}::timestamptz
+          -- a session's events lie in [started_at, last_event_at]; bounds the index range scan
+          AND e.created_at <= (SELECT max(s2.last_event_at) FROM s s2)
+          AND e.created_at >= s.started_at
+          AND ${compileAll(ctx.filters.event, 'e', p)}
+      )
+      SELECT v.origin, v.path,
+             count(DISTINCT v.session_id) AS sessions,
+             count(DISTINCT v.session_id) FILTER (WHERE v.entered) AS entries,
+             count(DISTINCT v.session_id) FILTER (WHERE v.entered AND v.is_bounce) AS bounces,
+             count(v.duration_ms) AS timed_views,
+             coalesce(sum(v.duration_ms), 0) AS duration_ms,
+             coalesce((array_agg(v.title ORDER BY v.created_at DESC, v.id DESC) FILTER (WHERE v.title <> ''))[1], '') AS title
+      FROM v
+      GROUP BY v.origin, v.path
+      ORDER BY sessions DESC, v.path COLLATE "C", v.origin COLLATE "C"
+      LIMIT ${p.add(ctx.limit)} OFFSET ${p.add(ctx.offset)}`;
+    const { rows } = await ctx.db.query<PagesRow>(sql, p.values);
+    return rows.map((row) => ({
+      title: row.title,
+      origin: row.origin,
+      path: row.path,
+      sessions: toNumber(row.sessions),
+      bounce_rate: bounceRate(toNumber(row.bounces), toNumber(row.entries)),
+      avg_duration: meanSeconds(toNumber(row.duration_ms), toNumber(row.timed_views)),
+    }));
+  }, pageOf(params));
+}
+
+interface PagesRow {
+  origin: string;
+  path: string;
+  title: string;
+  sessions: string;
+  entries: string;
+  bounces: string;
+  timed_views: string;
+  duration_ms: string;
+}
+
+/** Sessions grouped by one session dimension (and its parent, as `prefix`), a page of them. */
+export async function getBreakdown(
+  pool: ConnectionSource,
+  projectId: string,
+  dimension: BreakdownDimension,
+  params: PageParams,
+  now: Date = new Date(),
+  options: InsightsOptions = {},
+): Promise<BreakdownRow[]> {
+  if (!isBreakdownDimension(dimension)) throw new NotFoundError(`Unknown breakdown: ${String(dimension)}`);
+  const parent = DIMENSION_PREFIX[dimension];
+  return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
+    const p = new SqlParams();
+    const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: true });
+    // Identifiers come from SESSION_DIMENSIONS / DIMENSION_PREFIX only.
+    const prefixSelect = parent ? `, s.${parent} AS prefix` : '';
+    const prefixGroup = parent ? `, s.${parent}` : '';
+    const prefixOrder = parent ? `, s.${parent} COLLATE "C"` : '';
+    const sql = `
+      WITH s AS (${sessionsSql})
+      SELECT s.${dimension} AS name${prefixSelect},
+             count(*) AS sessions,
+             count(*) FILTER (WHERE s.is_bounce) AS bounces,
+             count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
+             coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms
+      FROM s
+      GROUP BY s.${dimension}${prefixGroup}
+      ORDER BY sessions DESC, s.${dimension} COLLATE "C"${prefixOrder}
+      LIMIT ${p.add(ctx.limit)} OFFSET ${p.add(ctx.offset)}`;
+    const { rows } = await ctx.db.query<BreakdownSqlRow>(sql, p.values);
+    return rows.map((row): BreakdownRow => {
+      const sessions = toNumber(row.sessions);
+      return {
+        name: row.name,
+        ...(parent ? { prefix: row.prefix ?? '' } : {}),
+        sessions,
+        bounce_rate: bounceRate(toNumber(row.bounces), sessions),
+        avg_session_duration: meanSeconds(toNumber(row.duration_ms), toNumber(row.timed_sessions)),
+      };
+    });
+  }, pageOf(params));
+}
+
+interface BreakdownSqlRow {
+  name: string;
+  prefix?: string;
+  sessions: string;
+  bounces: string;
+  timed_sessions: string;
+  duration_ms: string;
+}
+
+// ---------------------------------------------------------------------------------------
+
+interface Page {
+  limit: number;
+  offset: number;
+}
+
+function pageOf(params: PageParams): Page {
+  return { limit: params.limit, offset: (params.cursor - 1) * params.limit };
+}
+
+function scopeOf(ctx: QueryContext): SessionScope {
+  return { projectId: ctx.projectId, start: ctx.period.start, end: ctx.period.end, filters: ctx.filters };
+}
+
+/**
+ * Shared frame of every insights query: one read-only transaction with a statement
+ * timeout; project lookup (404), regex check (400), period resolution in the project's
+ * timezone, then the endpoint's query.
+ */
+async function runInsightsQuery<T>(
+  pool: ConnectionSource,
+  projectId: string,
+  params: PeriodParams,
+  now: Date,
+  options: InsightsOptions,
+  query: (ctx: QueryContext & Page) => Promise<T>,
+  page: Page = { limit: 0, offset: 0 },
+): Promise<T> {
+  const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+  return withTimeout(pool, timeoutMs, async (db) => {
+    const timezone = await projectTimezone(db, projectId);
+    await checkRegexes(db, params.filters);
+    const period = resolvePeriod(params, timezone, now);
+    try {
+      return await query({ db, projectId, period, filters: splitFilters(params.filters), ...page });
+    } catch (err) {
+      if (pgErrorCode(err) === PG_INVALID_REGULAR_EXPRESSION) {
+        throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);
+      }
+      throw err;
+    }
+  });
+}
+
+async function projectTimezone(db: Queryable, projectId: string): Promise<string> {
+  const { rows } = await db.query<{ timezone: string }>('SELECT timezone FROM projects WHERE id = $1', [projectId]);
+  const row = rows[0];
+  if (!row) throw new NotFoundError(`Project not found: ${projectId}`);
+  return isValidTimeZone(row.timezone) ? row.timezone : 'UTC';
+}
+
+/** Compiles each regex value in PostgreSQL so an invalid one is a 400 naming it. */
+async function checkRegexes(db: Queryable, filters: readonly Filter[]): Promise<void> {
+  for (const { pattern, path } of regexValues(filters)) {
+    try {
+      await db.query("SELECT '' ~ $1::text", [pattern]);
+    } catch (err) {
+      if (pgErrorCode(err) !== PG_INVALID_REGULAR_EXPRESSION) throw err;
+      const detail = err instanceof Error ? err.message : 'invalid regular expression';
+      throw new BadRequestError(`${path.join('.')}: ${detail}`, [{ path, message: detail }]);
+    }
+  }
+}
+
+/** The insights functions bound to one pool and options, for the HTTP layer to hold. */
+export interface Insights {
+  metrics(projectId: string, params: PeriodParams, now?: Date): Promise<MetricsResponse>;
+  pages(projectId: string, params: PageParams, now?: Date): Promise<PageRow[]>;
+  breakdown(projectId: string, dimension: BreakdownDimension, params: PageParams, now?: Date): Promise<BreakdownRow[]>;
+}
+
+export function createInsights(pool: ConnectionSource, options: InsightsOptions = {}): Insights {
+  return {
+    metrics: (projectId, params, now = new Date()) => getMetrics(pool, projectId, params, now, options),
+    pages: (projectId, params, now = new Date()) => getPages(pool, projectId, params, now, options),
+    breakdown: (projectId, dimension, params, now = new Date()) => getBreakdown(pool, projectId, dimension, params, now, options),
+  };
+}

@@ -1,0 +1,106 @@
+/**
+ * Compiles insights filters into parameterised SQL.
+ *
+ * Where a filter is evaluated:
+ * - Session-level names (the 18 dimensions: referrer*, utm_*, country, region, city,
+ *   device, browser*, os*, brand, model) test the session's own value (taken from its
+ *   first event).
+ * - Event-level names (`path`, `origin`, `name`, `profile_id`, `properties.<key>`) test
+ *   events. For metrics and breakdowns a session is kept when at least one of its events
+ *   (session_start/session_end excluded) satisfies ALL event-level filters together. For
+ *   pages a screen view counts when the view itself satisfies them.
+ * All filters must hold (AND).
+ *
+ * Operators: `is`, `contains`, `startsWith`, `endsWith`, `regex` hold when ANY value
+ * matches; `isNot`, `doesNotContain` hold when NO value matches. Comparisons are
+ * case-sensitive (as in OpenPanel). A missing property compares as ''. `regex` is a POSIX
+ * regular expression (PostgreSQL `~`). Values and property keys always travel as
+ * parameters; column identifiers come only from the allow-list.
+ */
+import { SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
+import { EVENT_FILTER_COLUMNS, PROPERTY_PREFIX, type EventFilterColumn, type Filter } from './params';
+
+/** Collects positional parameters while SQL text is built: `params.add(v)` gives `$n`. */
+export class SqlParams {
+  readonly values: unknown[] = [];
+  add(value: unknown): string {
+    this.values.push(value);
+    return `$${this.values.length}`;
+  }
+}
+
+export type FilterLevel = 'session' | 'event';
+
+/** A filter with its position in the request (for error paths). */
+export interface IndexedFilter {
+  index: number;
+  filter: Filter;
+}
+
+export interface SplitFilters {
+  session: IndexedFilter[];
+  event: IndexedFilter[];
+}
+
+const SESSION_COLUMNS: ReadonlySet<string> = new Set(SESSION_DIMENSIONS);
+const EVENT_COLUMNS: ReadonlySet<string> = new Set(EVENT_FILTER_COLUMNS);
+
+export function filterLevel(name: string): FilterLevel {
+  return SESSION_COLUMNS.has(name) ? 'session' : 'event';
+}
+
+export function splitFilters(filters: readonly Filter[]): SplitFilters {
+  const split: SplitFilters = { session: [], event: [] };
+  filters.forEach((filter, index) => split[filterLevel(filter.name)].push({ index, filter }));
+  return split;
+}
+
+/** LIKE pattern text that matches `s` literally (backslash is PostgreSQL's LIKE escape). */
+export function escapeLike(s: string): string {
+  return s.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+/** The SQL expression of the filtered value, on table alias `alias`. */
+function valueExpression(name: string, alias: string, params: SqlParams): string {
+  if (name.startsWith(PROPERTY_PREFIX)) {
+    const key = params.add(name.slice(PROPERTY_PREFIX.length));
+    return `coalesce(${alias}.properties ->> ${key}::text, '')`;
+  }
+  if (SESSION_COLUMNS.has(name) || EVENT_COLUMNS.has(name)) {
+    // Safe: the identifier is one of the allow-listed column names.
+    return `${alias}.${name as SessionDimension | EventFilterColumn}`;
+  }
+  throw new Error(`filter name not allowed: ${name}`); // params.ts rejects these first
+}
+
+/** One filter as a boolean SQL expression over alias `alias`. */
+export function compileFilter(filter: Filter, alias: string, params: SqlParams): string {
+  const expr = valueExpression(filter.name, alias, params);
+  const values = filter.value;
+  const patterns = (wrap: (escaped: string) => string) => params.add(values.map((v) => wrap(escapeLike(v))));
+  switch (filter.operator) {
+    case 'is': return `${expr} = ANY(${params.add(values)}::text[])`;
+    case 'isNot': return `${expr} <> ALL(${params.add(values)}::text[])`;
+    case 'contains': return `${expr} LIKE ANY(${patterns((v) => `%${v}%`)}::text[])`;
+    case 'doesNotContain': return `${expr} NOT LIKE ALL(${patterns((v) => `%${v}%`)}::text[])`;
+    case 'startsWith': return `${expr} LIKE ANY(${patterns((v) => `${v}%`)}::text[])`;
+    case 'endsWith': return `${expr} LIKE ANY(${patterns((v) => `%${v}`)}::text[])`;
+    case 'regex': return `${expr} ~ ANY(${params.add(values)}::text[])`;
+  }
+}
+
+/** All filters ANDed over alias `alias`; 'true' when there are none. */
+export function compileAll(filters: readonly IndexedFilter[], alias: string, params: SqlParams): string {
+  if (filters.length === 0) return 'true';
+  return filters.map(({ filter }) => `(${compileFilter(filter, alias, params)})`).join(' AND ');
+}
+
+/** Every regex value with its issue path, for validating them before the main query. */
+export function regexValues(filters: readonly Filter[]): { pattern: string; path: string[] }[] {
+  const out: { pattern: string; path: string[] }[] = [];
+  filters.forEach((f, i) => {
+    if (f.operator !== 'regex') return;
+    f.value.forEach((pattern, j) => out.push({ pattern, path: ['filters', String(i), 'value', String(j)] }));
+  });
+  return out;
+}

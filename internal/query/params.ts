@@ -1,0 +1,164 @@
+// Query parameters shared by the insights endpoints (and the export API): one zod schema
+// each, the types inferred from them, and one parse step that turns a URLSearchParams
+// into typed params or a BadRequestError whose issues name the offending parameter.
+import { z } from 'zod';
+import { BadRequestError } from '../http/errors';
+import { SESSION_DIMENSIONS } from '../model/event';
+
+/** Every allowed `range` (semantics.md, Dates). */
+export const RANGES = [
+  '30min', 'lastHour', 'last24h', 'today', 'yesterday', '7d', '30d',
+  '3m', '6m', '12m', 'monthToDate', 'lastMonth', 'yearToDate', 'lastYear',
+] as const;
+export type Range = (typeof RANGES)[number];
+export const DEFAULT_RANGE: Range = '7d';
+
+export const FILTER_OPERATORS = [
+  'is', 'isNot', 'contains', 'doesNotContain', 'startsWith', 'endsWith', 'regex',
+] as const;
+export type FilterOperator = (typeof FILTER_OPERATORS)[number];
+
+/** Filter names evaluated on each event (not on the session). */
+export const EVENT_FILTER_COLUMNS = ['path', 'origin', 'name', 'profile_id'] as const;
+export type EventFilterColumn = (typeof EVENT_FILTER_COLUMNS)[number];
+export const PROPERTY_PREFIX = 'properties.';
+
+export const MAX_LIMIT = 50;
+export const DEFAULT_LIMIT = 10;
+export const MAX_FILTERS = 50;
+export const MAX_FILTER_VALUES = 100;
+export const MAX_FILTER_VALUE_LENGTH = 2000;
+
+const FILTER_COLUMNS: ReadonlySet<string> = new Set([...EVENT_FILTER_COLUMNS, ...SESSION_DIMENSIONS]);
+
+/** True for a column name from the allow-list or `properties.<non-empty key>`. */
+export function isFilterName(name: string): boolean {
+  if (FILTER_COLUMNS.has(name)) return true;
+  return name.startsWith(PROPERTY_PREFIX) && name.length > PROPERTY_PREFIX.length;
+}
+
+// PostgreSQL text cannot hold NUL; rejecting it here keeps it a 400 instead of a 500.
+const noNul = (s: string) => !s.includes('\u0000');
+
+/** YYYY-MM-DD that names a real calendar day (no Feb 30), years 0001..9999. */
+export const dateSchema = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, 'Expected a date as YYYY-MM-DD')
+  .refine(isCalendarDate, 'Not a calendar date');
+
+function isCalendarDate(s: string): boolean {
+  const [y, m, d] = s.split('-').map(Number) as [number, number, number];
+  if (y < 1) return false;
+  const date = new Date(0);
+  date.setUTCFullYear(y, m - 1, d);
+  return date.getUTCFullYear() === y && date.getUTCMonth() === m - 1 && date.getUTCDate() === d;
+}
+
+export const rangeSchema = z.enum(RANGES);
+
+export const filterSchema = z.object({
+  name: z
+    .string()
+    .refine(isFilterName, {
+      message: `Unknown filter name; use one of ${[...FILTER_COLUMNS].join(', ')} or properties.<key>`,
+    })
+    .refine(noNul, 'Must not contain NUL characters'),
+  operator: z.enum(FILTER_OPERATORS),
+  // Numbers and booleans are accepted and compared as their text (OpenPanel SDKs send them).
+  value: z
+    .array(
+      z
+        .union([z.string(), z.number(), z.boolean()])
+        .transform((v) => String(v))
+        .refine((v) => v.length <= MAX_FILTER_VALUE_LENGTH, `At most ${MAX_FILTER_VALUE_LENGTH} characters`)
+        .refine(noNul, 'Must not contain NUL characters'),
+    )
+    .min(1, 'At least one value is required')
+    .max(MAX_FILTER_VALUES, `At most ${MAX_FILTER_VALUES} values`),
+});
+export type Filter = z.infer<typeof filterSchema>;
+
+/** The `filters` query parameter: a JSON-encoded array of filters. */
+export const filtersParamSchema = z
+  .string()
+  .transform((text, ctx): unknown => {
+    try {
+      return JSON.parse(text);
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'Expected a JSON-encoded array of filters' });
+      return z.NEVER;
+    }
+  })
+  .pipe(z.array(filterSchema).max(MAX_FILTERS, `At most ${MAX_FILTERS} filters`));
+
+/** A positive integer written in decimal digits (query strings carry text). */
+function positiveIntSchema(max: number) {
+  return z
+    .string()
+    .regex(/^\d+$/, 'Expected a positive integer')
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(max));
+}
+export const cursorSchema = positiveIntSchema(Number.MAX_SAFE_INTEGER);
+export const limitSchema = positiveIntSchema(MAX_LIMIT);
+
+const periodShape = {
+  startDate: dateSchema.optional(),
+  endDate: dateSchema.optional(),
+  range: rangeSchema.default(DEFAULT_RANGE),
+  filters: filtersParamSchema.default([]),
+};
+
+function checkDates(
+  v: { startDate?: string | undefined; endDate?: string | undefined },
+  ctx: z.RefinementCtx,
+): void {
+  if ((v.startDate === undefined) !== (v.endDate === undefined)) {
+    const missing = v.startDate === undefined ? 'startDate' : 'endDate';
+    ctx.addIssue({ code: 'custom', path: [missing], message: 'startDate and endDate must be given together' });
+  } else if (v.startDate !== undefined && v.endDate !== undefined && v.startDate > v.endDate) {
+    ctx.addIssue({ code: 'custom', path: ['endDate'], message: 'endDate must not be before startDate' });
+  }
+}
+
+/** Period and filters: what every insights endpoint takes (metrics takes only these). */
+export const periodParamsSchema = z.object(periodShape).superRefine(checkDates);
+export type PeriodParams = z.infer<typeof periodParamsSchema>;
+
+/** Period, filters and a page: pages and breakdowns. */
+export const pageParamsSchema = z
+  .object({
+    ...periodShape,
+    cursor: cursorSchema.default(1),
+    limit: limitSchema.default(DEFAULT_LIMIT),
+  })
+  .superRefine(checkDates);
+export type PageParams = z.infer<typeof pageParamsSchema>;
+
+const PARAM_NAMES = ['startDate', 'endDate', 'range', 'filters', 'cursor', 'limit'] as const;
+
+/** First value of each known parameter; absent ones are left out (defaults apply). */
+function pickParams(query: URLSearchParams): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of PARAM_NAMES) {
+    const value = query.get(name);
+    if (value !== null) out[name] = value;
+  }
+  return out;
+}
+
+function parseWith<S extends z.ZodType>(schema: S, query: URLSearchParams): z.infer<S> {
+  const result = schema.safeParse(pickParams(query));
+  if (!result.success) throw BadRequestError.fromZod(result.error);
+  return result.data;
+}
+
+/** Parses the period and filter parameters; throws BadRequestError on any invalid one. */
+export function parsePeriodParams(query: URLSearchParams): PeriodParams {
+  return parseWith(periodParamsSchema, query);
+}
+
+/** Parses period, filters, cursor and limit; throws BadRequestError on any invalid one. */
+export function parsePageParams(query: URLSearchParams): PageParams {
+  return parseWith(pageParamsSchema, query);
+}
