@@ -5,6 +5,8 @@ import type { Metrics } from '../obs/metrics';
 export interface Probe {
   name: string;
   check: () => Promise<void>;
+  /** A failing critical probe makes the process unready; others only mark it degraded. */
+  critical: boolean;
 }
 
 export function opsRoutes(o: { metrics: Metrics; probes: Probe[]; draining: () => boolean; extra?: () => Promise<void> }): Route[] {
@@ -16,18 +18,20 @@ export function opsRoutes(o: { metrics: Metrics; probes: Probe[]; draining: () =
         if (o.draining()) return { status: 503, body: { status: 'draining' } };
         const checks: Record<string, string> = {};
         let ok = true;
+        let degraded = false;
         await Promise.all(
           o.probes.map(async (p) => {
             try {
               await withTimeout(p.check(), 2000);
               checks[p.name] = 'ok';
             } catch (err) {
-              ok = false;
+              if (p.critical) ok = false;
+              else degraded = true;
               checks[p.name] = (err as Error).message;
             }
           }),
         );
-        return { status: ok ? 200 : 503, body: { status: ok ? 'ready' : 'not ready', checks } };
+        return { status: ok ? 200 : 503, body: { status: ok ? (degraded ? 'degraded' : 'ready') : 'not ready', checks } };
       },
     },
     {

@@ -85,12 +85,23 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
   const keys = redisKeys(cfg.TIDEMARK_NAMESPACE);
   const salts = new SaltKeeper(redis, keys);
   let draining = false;
+  let migrationsApplied = false;
 
+  // Ingest needs only NATS: an API pod stays in rotation (degraded) while PostgreSQL or
+  // Redis is away, so producers keep getting durable 202s. A worker needs PostgreSQL.
   const probes: Probe[] = [
-    { name: 'postgres', check: async () => void (await db.query('SELECT 1')) },
-    { name: 'redis', check: async () => void (await redis.ping()) },
-    { name: 'nats', check: async () => { if (bus.nc.isClosed()) throw new Error('closed'); await bus.nc.flush(); } },
-    { name: 'migrations', check: async () => { const p = await pendingMigrations(db); if (p.length) throw new Error(`pending: ${p.join(', ')}`); } },
+    { name: 'postgres', critical: !roles.api, check: async () => void (await db.query('SELECT 1')) },
+    { name: 'redis', critical: false, check: async () => void (await redis.ping()) },
+    { name: 'nats', critical: true, check: async () => { if (bus.nc.isClosed()) throw new Error('closed'); await bus.nc.flush(); } },
+    {
+      name: 'migrations', critical: true,
+      check: async () => {
+        if (migrationsApplied) return;
+        const p = await pendingMigrations(db);
+        if (p.length) throw new Error(`pending: ${p.join(', ')}`);
+        migrationsApplied = true;
+      },
+    },
   ];
   const sampleGauges = async () => {
     metrics.pgPool.set({ state: 'total' }, db.totalCount);
