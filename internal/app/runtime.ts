@@ -85,7 +85,7 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
   const keys = redisKeys(cfg.TIDEMARK_NAMESPACE);
   const salts = new SaltKeeper(redis, keys);
   let draining = false;
-  let migrationsApplied = false;
+  let migrationsApplied = true; // connectAll applied every migration this version ships
 
   // Ingest needs only NATS: an API pod stays in rotation (degraded) while PostgreSQL or
   // Redis is away, so producers keep getting durable 202s. A worker needs PostgreSQL.
