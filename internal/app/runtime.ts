@@ -17,6 +17,7 @@ import { connectRedis, redisKeys, type Redis } from '../redis/redis';
 import { createPool, ensureDatabase, ServiceUnreachableError, type Pool } from '../store/db';
 import { migrate, pendingMigrations } from '../store/migrate';
 import { PartitionKeeper } from '../store/writes';
+import { refreshRollups } from '../store/rollups';
 import { ShardManager } from '../worker/shard-manager';
 import { ShardRunner } from '../worker/shard-runner';
 import { opsRoutes, type Probe } from './ops-routes';
@@ -131,6 +132,7 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
     jobs = new JobRunner({
       redisUrl: cfg.REDIS_URL, namespace: cfg.TIDEMARK_NAMESPACE, bus, db, salts, log,
       timeoutMs: cfg.SESSION_TIMEOUT_MINUTES * 60_000, retentionDays: cfg.RETENTION_DAYS,
+      periodic: [{ name: 'rollup-refresh', every: { everyMs: 10_000 }, run: () => refreshRollups(db, timescale) }],
     });
     await jobs.start();
     const partitions = new PartitionKeeper(db, timescale);

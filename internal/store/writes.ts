@@ -158,6 +158,29 @@ async function upsertSessions(c: PoolClient, sessions: SessionState[]): Promise<
   );
 }
 
+const HOUR_MS = 3_600_000;
+
+/**
+ * Logs the (project, hour) buckets whose sessions changed. Always an UPDATE of the version
+ * on conflict, so the row lock orders this commit against a concurrent rollup refresh; the
+ * sorted order keeps two workers from deadlocking.
+ */
+async function invalidateRollups(c: PoolClient, sessions: SessionState[]): Promise<void> {
+  if (!sessions.length) return;
+  const keys = new Map<string, [string, number]>();
+  for (const s of sessions) {
+    const bucket = Math.floor(s.startedAt / HOUR_MS) * HOUR_MS;
+    keys.set(`${s.projectId}\u0000${bucket}`, [s.projectId, bucket]);
+  }
+  const rows = [...keys.values()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] - b[1]));
+  await c.query(
+    `INSERT INTO rollup_invalidations (project_id, bucket)
+     SELECT p, b FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS u(p, b, i) ORDER BY i
+     ON CONFLICT (project_id, bucket) DO UPDATE SET version = nextval('rollup_version_seq')`,
+    [rows.map((r) => r[0]), rows.map((r) => new Date(r[1]).toISOString())],
+  );
+}
+
 /** Loads the latest session of each device (the sessionizer's state after a restart). */
 export async function loadLatestSessions(db: Pool, keys: { projectId: string; deviceId: string }[]): Promise<SessionState[]> {
   if (!keys.length) return [];
@@ -265,6 +288,7 @@ export async function commitShardBatch(db: Pool, b: ShardBatch): Promise<{ failu
       await c.query(`DELETE FROM events WHERE session_id = ANY($1::uuid[]) AND name = 'session_end'`, [b.reopenedSessionIds]);
     }
     await upsertSessions(c, b.sessions);
+    await invalidateRollups(c, b.sessions);
     const failures = await applyProfileOps(c, b.profileOps);
     await c.query('COMMIT');
     return { failures };
