@@ -69,7 +69,7 @@ DECLARE cols text := $cols$(
 BEGIN
   IF tm_timescale() THEN
     EXECUTE 'CREATE TABLE events ' || cols;
-    PERFORM create_hypertable('events', 'created_at', chunk_time_interval => interval '1 day');
+    PERFORM create_hypertable('events', 'created_at', chunk_time_interval => interval '1 day', create_default_indexes => false);
   ELSE
     EXECUTE 'CREATE TABLE events ' || cols || ' PARTITION BY RANGE (created_at)';
   END IF;
@@ -125,7 +125,7 @@ DECLARE cols text := $cols$(
 BEGIN
   EXECUTE 'CREATE TABLE sessions ' || cols;
   IF tm_timescale() THEN
-    PERFORM create_hypertable('sessions', 'started_at', chunk_time_interval => interval '7 days');
+    PERFORM create_hypertable('sessions', 'started_at', chunk_time_interval => interval '7 days', create_default_indexes => false);
   END IF;
 END $$;
 CREATE INDEX sessions_project_start_idx ON sessions (project_id, started_at);

@@ -47,7 +47,7 @@ export interface Running {
 /** Connects everything (database created and migrated, stream ensured); throws ServiceUnreachableError. */
 export async function connectAll(cfg: Config, log: Logger): Promise<{ db: Pool; redis: Redis; bus: Bus; timescale: boolean }> {
   await ensureDatabase(cfg.DATABASE_URL);
-  const db = createPool(cfg.DATABASE_URL, 20);
+  const db = createPool(cfg.DATABASE_URL, cfg.DATABASE_POOL_MAX);
   let timescale: boolean;
   try {
     const m = await migrate(db);

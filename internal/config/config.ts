@@ -14,6 +14,8 @@ const EnvSchema = z.object({
     .regex(/^[a-zA-Z0-9_-]{1,32}$/, 'letters, digits, _ and - only (it prefixes NATS subjects and Redis keys)')
     .default('tidemark'),
   TIDEMARK_SHARDS: intFrom(16, 1),
+  /** PostgreSQL connections per process (1 for single-connection engines such as PGlite). */
+  DATABASE_POOL_MAX: intFrom(20, 1),
   GEOIP_CITY_PATH: z.string().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Micro-batching of ingest publishes: flush at this many ops or after this many ms. */
