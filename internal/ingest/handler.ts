@@ -32,12 +32,16 @@ export function parseJsonBody<T>(req: HttpRequest, schema: ZodType<T>): T {
     throw new UnsupportedMediaTypeError(`content-type must be application/json, got ${type.split(';')[0]}`);
   }
   if (req.body.length === 0) throw new BadRequestError('request body is empty; expected a JSON object');
+  let text: string;
   let data: unknown;
   try {
-    data = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(req.body));
+    text = new TextDecoder('utf-8', { fatal: true }).decode(req.body);
+    data = JSON.parse(text);
   } catch {
     throw new BadRequestError('request body is not valid UTF-8 JSON');
   }
+  // PostgreSQL text and jsonb cannot hold NUL: refused here rather than failing in the worker.
+  if (text.includes('\\u0000')) throw new BadRequestError('strings must not contain NUL (\\u0000) characters');
   const parsed = schema.safeParse(data);
   if (!parsed.success) throw BadRequestError.fromZod(parsed.error);
   return parsed.data;

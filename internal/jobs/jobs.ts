@@ -7,7 +7,7 @@ import type { QueuedSessionCheck } from '../model/event';
 import type { Logger } from '../obs/log';
 import type { SessionState } from '../sessionize/session';
 import type { Pool } from '../store/db';
-import { applyRetention, sessionForEndCheck } from '../store/maintenance';
+import { applyRetention, idleOpenSessions, sessionForEndCheck } from '../store/maintenance';
 import type { SaltKeeper } from '../ingest/identity';
 
 export interface SessionEndJob {
@@ -91,6 +91,7 @@ export class JobRunner {
     const tasks: PeriodicTask[] = [
       { name: 'rotate-salt', every: { pattern: '0 0 * * *' }, run: () => this.rotateSalt() },
       { name: 'retention', every: { everyMs: 3600_000 }, run: () => applyRetention(this.o.db, this.o.retentionDays) },
+      { name: 'session-sweep', every: { everyMs: Math.max(1000, Math.min(60_000, this.o.timeoutMs)) }, run: () => this.sweep() },
       ...(this.o.periodic ?? []),
     ];
     const maintenance = new Queue('maintenance', { connection, prefix });
@@ -124,6 +125,20 @@ export class JobRunner {
     await this.o.salts.prune(now);
   }
 
+  /** Idle open sessions whose check was never scheduled get one now (job ids dedupe). */
+  async sweep(): Promise<number> {
+    const idle = await idleOpenSessions(this.o.db, this.o.timeoutMs);
+    if (!idle.length) return 0;
+    await this.scheduler.queue.addBulk(
+      idle.map((s) => ({
+        name: 'check',
+        data: { sessionId: s.sessionId, projectId: s.projectId, deviceId: s.deviceId },
+        opts: { jobId: `${s.sessionId}-${s.updatedAtMs}-sweep`, removeOnComplete: true, removeOnFail: 1000 },
+      })),
+    );
+    return idle.length;
+  }
+
   private async checkSessionEnd(job: Job<SessionEndJob>): Promise<string> {
     const s = await sessionForEndCheck(this.o.db, job.data.sessionId);
     if (!s || s.ended) return 'already ended';
@@ -136,7 +151,8 @@ export class JobRunner {
     }
     // The shard owner decides, in order with the device's events.
     const op: QueuedSessionCheck = {
-      kind: 'session_check', id: `check-${job.data.sessionId}`, projectId: job.data.projectId, deviceId: job.data.deviceId,
+      // One check per idle period: a reopened session's next check is a new message, not a duplicate.
+      kind: 'session_check', id: `check-${job.data.sessionId}-${s.updatedAtMs}`, projectId: job.data.projectId, deviceId: job.data.deviceId,
       receivedAt: new Date().toISOString(), sessionId: job.data.sessionId,
     };
     const { bus } = this.o;

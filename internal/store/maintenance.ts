@@ -30,3 +30,14 @@ export async function applyRetention(db: Pool, days: number): Promise<{ events: 
   const se = await db.query('DELETE FROM sessions WHERE started_at < $1', [cutoff]);
   return { events: ev.rowCount ?? 0, sessions: se.rowCount ?? 0 };
 }
+
+/** Open sessions idle for at least `idleMs` of wall time (the sweep's candidates). */
+export async function idleOpenSessions(db: Pool, idleMs: number, limit = 1000): Promise<{ sessionId: string; projectId: string; deviceId: string; updatedAtMs: number }[]> {
+  const r = await db.query<{ id: string; project_id: string; device_id: string; updated_at: Date }>(
+    `SELECT id, project_id, device_id, updated_at FROM sessions
+     WHERE NOT ended AND updated_at < now() - make_interval(secs => $1::float8 / 1000)
+     ORDER BY updated_at LIMIT $2`,
+    [idleMs, limit],
+  );
+  return r.rows.map((x) => ({ sessionId: x.id, projectId: x.project_id, deviceId: x.device_id, updatedAtMs: x.updated_at.getTime() }));
+}

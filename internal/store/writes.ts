@@ -282,16 +282,54 @@ export async function commitShardBatch(db: Pool, b: ShardBatch): Promise<{ failu
       [b.stream, b.shard, b.fromSeq, b.toSeq],
     );
     if (fence.rowCount !== 1) throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
-    await insertEvents(c, b.events);
-    await updateViewDurations(c, b.viewDurations);
     if (b.reopenedSessionIds.length) {
+      // Before the insert: a reopened session may end again within this very batch.
       await c.query(`DELETE FROM events WHERE session_id = ANY($1::uuid[]) AND name = 'session_end'`, [b.reopenedSessionIds]);
     }
+    await insertEvents(c, b.events);
+    await updateViewDurations(c, b.viewDurations);
     await upsertSessions(c, b.sessions);
     await invalidateRollups(c, b.sessions);
     const failures = await applyProfileOps(c, b.profileOps);
     await c.query('COMMIT');
     return { failures };
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    c.release();
+  }
+}
+
+/** PostgreSQL refused the data itself (not the connection): retrying cannot help. */
+export function isDataError(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && /^(22|23|54)/.test(code);
+}
+
+/**
+ * Dead-letters one message that PostgreSQL cannot store: its ops go to op_failures (NUL
+ * stripped so the record itself is storable) and the shard moves past it, fenced.
+ */
+export async function commitSkipped(db: Pool, b: { stream: string; shard: number; fromSeq: number; toSeq: number; ops: { id: string; projectId: string; kind: string }[]; reason: string }): Promise<void> {
+  const c = await db.connect();
+  try {
+    await c.query('BEGIN');
+    const fence = await c.query(
+      'UPDATE shard_offsets SET stream_seq = $4, updated_at = now() WHERE stream = $1 AND shard = $2 AND stream_seq = $3',
+      [b.stream, b.shard, b.fromSeq, b.toSeq],
+    );
+    if (fence.rowCount !== 1) throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
+    if (b.ops.length) {
+      const clean = (v: string) => v.replace(/\u0000|\\u0000/g, '');
+      await c.query(
+        `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,
+        [b.ops.map((o) => clean(o.id)), b.ops.map((o) => clean(o.projectId)), b.ops.map((o) => clean(o.kind)),
+          b.ops.map(() => clean(b.reason)), b.ops.map((o) => clean(JSON.stringify(o)))],
+      );
+    }
+    await c.query('COMMIT');
   } catch (err) {
     await c.query('ROLLBACK').catch(() => {});
     throw err;

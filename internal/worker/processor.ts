@@ -71,7 +71,16 @@ function sessionEvent(name: 'session_start' | 'session_end', s: SessionState, te
   return rec;
 }
 
-export async function processOps(ops: QueuedOp[], deps: ProcessDeps): Promise<ProcessedBatch> {
+/** Event time of an op for ordering (receipt time for ops that are not events). */
+const opTime = (op: QueuedOp): number => Date.parse(op.kind === 'track' ? op.createdAt : op.receivedAt);
+
+export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<ProcessedBatch> {
+  // Concurrent requests of one device can reach the stream slightly out of order (the API
+  // awaits Redis before queueing): a stable sort by event time restores each device's order.
+  const ops = input
+    .map((op, i) => ({ op, i, t: opTime(op) }))
+    .sort((a, b) => a.t - b.t || a.i - b.i)
+    .map((x) => x.op);
   const states = new Map<string, SessionState>();
   const missing = new Map<string, { projectId: string; deviceId: string }>();
   for (const op of ops) {
@@ -125,6 +134,11 @@ export async function processOps(ops: QueuedOp[], deps: ProcessDeps): Promise<Pr
         }
         if (step.reopened) {
           reopened.add(step.reopened.id);
+          // A session_end of this session written earlier in this batch is void as well.
+          for (let i = events.length - 1; i >= 0; i--) {
+            const e = events[i]!;
+            if (e.name === 'session_end' && e.sessionId === step.reopened.id) events.splice(i, 1);
+          }
           opened.set(step.current.id, step.current);
         }
         for (const t of step.touched) sessions.set(t.id, t);
@@ -133,12 +147,16 @@ export async function processOps(ops: QueuedOp[], deps: ProcessDeps): Promise<Pr
       }
       case 'session_check': {
         const k = deviceKey(op.projectId, op.deviceId);
-        const ended = checkEnd(current(k), op.sessionId, now, deps.timeoutMs);
+        const cur = current(k);
+        const ended = checkEnd(cur, op.sessionId, now, deps.timeoutMs);
         if (ended) {
           events.push(sessionEvent('session_end', ended, null));
           sessions.set(ended.id, ended);
           states.set(k, ended);
           opened.delete(ended.id);
+        } else if (cur && cur.id === op.sessionId && !cur.ended) {
+          // Not idle after all (an event overtook the check): schedule the next check.
+          opened.set(cur.id, cur);
         }
         break;
       }

@@ -10,7 +10,7 @@ import type { Logger } from '../obs/log';
 import type { Metrics } from '../obs/metrics';
 import type { SessionState } from '../sessionize/session';
 import type { Pool } from '../store/db';
-import { commitShardBatch, committedSeq, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
+import { commitShardBatch, commitSkipped, committedSeq, isDataError, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
 import { processOps } from './processor';
 
 export interface ShardRunnerDeps {
@@ -37,6 +37,7 @@ export class ShardRunner {
   private queue: BusMessage[] = [];
   private wake: (() => void) | null = null;
   private highestSeen = 0;
+  private committed = 0;
   private messages: { stop(): void; close(): Promise<void | Error> } | null = null;
 
   constructor(readonly shard: number, private readonly deps: ShardRunnerDeps) {}
@@ -67,11 +68,13 @@ export class ShardRunner {
   private async run(): Promise<void> {
     const { bus, db, log } = this.deps;
     let committed = await committedSeq(db, bus.streamName, this.shard);
+    this.committed = committed;
     const consumer = await bus.openShard(this.shard, committed + 1);
     const messages = await consumer.consume({
       max_messages: Math.max(100, this.deps.batchMax),
       callback: (m) => {
-        // A redelivery of a message we already hold (ack_wait passed during a retry) is ignored.
+        // Already committed (its ack was lost): ack again. Held in the queue: ignore.
+        if (m.seq <= this.committed) return void m.ack();
         if (m.seq <= this.highestSeen) return;
         this.highestSeen = m.seq;
         this.queue.push(m);
@@ -96,7 +99,9 @@ export class ShardRunner {
       const fresh = batch.filter((m) => m.seq > committed);
       if (!fresh.length) continue;
       try {
-        committed = await this.commit(fresh, committed);
+        // After repeated data errors, commit message by message to find and set aside the bad one.
+        committed = failures >= 2 && fresh.length >= 1 ? await this.commitIsolating(fresh, committed) : await this.commit(fresh, committed);
+        this.committed = committed;
         for (const m of fresh) m.ack();
         failures = 0;
       } catch (err) {
@@ -117,6 +122,33 @@ export class ShardRunner {
       }
     }
     await messages.close().catch(() => {});
+  }
+
+  /** One message per transaction; a message PostgreSQL refuses as data is dead-lettered. */
+  private async commitIsolating(msgs: BusMessage[], fromSeq: number): Promise<number> {
+    let committed = fromSeq;
+    for (const m of msgs) {
+      try {
+        committed = await this.commit([m], committed);
+      } catch (err) {
+        if (!isDataError(err)) throw err;
+        let ops: { id: string; projectId: string; kind: string }[] = [];
+        try {
+          ops = decodeBatch(m.data).ops;
+        } catch {}
+        this.cache.clear();
+        await commitSkipped(this.deps.db, {
+          stream: this.deps.bus.streamName, shard: this.shard, fromSeq: committed, toSeq: m.seq, ops,
+          reason: `PostgreSQL refused the batch: ${(err as Error).message}`,
+        });
+        this.deps.metrics.workerErrors.inc({ kind: 'dead_letter' });
+        this.deps.log.error({ err, seq: m.seq, shard: this.shard, ops: ops.length }, 'message dead-lettered to op_failures');
+        committed = m.seq;
+      }
+      this.committed = committed;
+      m.ack();
+    }
+    return committed;
   }
 
   private takeBatch(): BusMessage[] {
@@ -161,7 +193,6 @@ export class ShardRunner {
     metrics.workerCommitDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
     metrics.workerBatchOps.observe(ops.length);
     metrics.workerEvents.inc(processed.events.length);
-    for (const r of processed.drops) metrics.drops.inc({ reason: r });
     for (const f of failures) {
       metrics.opFailures.inc({ kind: f.kind });
       this.deps.log.warn({ opId: f.opId, projectId: f.projectId, reason: f.reason }, 'profile operation not applied');

@@ -1,0 +1,431 @@
+// GET /export/charts: aggregated time series of events, per series item and breakdown
+// value, in OpenPanel's chart response shape (packages/db/src/engine/format.ts of
+// Openpanel-dev/openpanel: series[] {id, names, event, metrics, data[]} + metrics).
+//
+// Decisions:
+// - Events counted: this project's, created in the period [start, end), not bots, never
+//   the service's own session_start/session_end (as in insights; naming one in a series is
+//   a 400). `name: "*"` is every other event. The item's `filters` and the top-level
+//   `filters` (both as in insights, evaluated on each event's own columns) must all hold.
+// - Period: `range` / `startDate` / `endDate` exactly as insights (internal/query/period):
+//   default range 7d, buckets aligned in the project's timezone, `date` = the bucket's
+//   start instant in ISO 8601 (UTC). `interval` overrides the insights bucket rule
+//   (minute, hour, day, week starting Monday, month); at most 3000 buckets, else 400.
+// - Segments (the value of each data point, and of metrics.count over the whole period):
+//   event = count of events; user = distinct profile_id; session = distinct session_id;
+//   user_average = events / distinct profile_id; one_event_per_user = each profile counted
+//   once, in the bucket (and breakdown value) of its latest matching event (OpenPanel's
+//   DISTINCT ON (profile_id) ... ORDER BY created_at DESC), so buckets sum to the distinct
+//   users of the period; property_sum / property_average / property_min / property_max over
+//   the numeric values of `properties ->> key` (JSON numbers and numeric strings; events
+//   without a numeric value are left out, as OpenPanel's `IS NOT NULL AND notEmpty`);
+//   group = distinct group ids in the events' `groups`.
+// - Breakdowns: `[{name}]`, up to 3, over the filterable columns and properties.<key> (a
+//   missing property is ''). One series per item and breakdown value combination; the
+//   combinations are the `limit` (default 100, max 1000) with the most events (OpenPanel's
+//   top-N subquery), ordered by event count desc, then value (byte order). An item with
+//   breakdowns but no events gives one all-zero series without breakdown values (OpenPanel
+//   re-queries without breakdowns); without breakdowns an item always gives one series.
+//   `names` = [event name, ...breakdown values] ('' values are kept, unlike OpenPanel which
+//   drops empty labels, so names always has 1 + breakdowns entries when there is data).
+// - Empty buckets are 0. Values are exact numbers (no rounding) as in OpenPanel.
+// - Series metrics as OpenPanel's format(): sum = sum of the data points (rounded to 2
+//   decimals); average = mean of the NON-ZERO data points (OpenPanel's average() skips
+//   zeros), 2 decimals, 0 when all are zero; min / max over all data points; count = the
+//   segment's total over the whole period (OpenPanel's total_count: e.g. distinct users of
+//   the period for `user`, not the sum of the daily distinct users). The top-level metrics
+//   are sum / average / min / max over every data point of every series (no count).
+// - previous=true: the period of equal length just before (same number of local days for
+//   calendar periods, same duration for 30min/lastHour/last24h), bucketed the same way and
+//   paired with the current buckets by position (OpenPanel: data[index]). data[].previous
+//   and metrics.previous.{sum,average,min,max,count} are OpenPanel's getPreviousMetric:
+//   {diff: |current - previous| / previous * 100 rounded to 1 decimal (null when previous
+//   is 0 or equal), state: positive | negative | neutral, value: previous}. The previous
+//   period is computed for the current series' breakdown values only.
+// - Series ids follow OpenPanel: `<slug(name)>-<A|B|...>-<names joined by ->` (made unique
+//   with a `~n` suffix); event = {id: item id or A, B, ..., name, breakdowns?}.
+import { BadRequestError } from '../http/errors';
+import { RESERVED_EVENT_NAMES } from '../model/event';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, withTimeout, type ConnectionSource, type Queryable } from '../query/db';
+import { compileAll, SqlParams } from '../query/filters';
+import { PROPERTY_PREFIX, type Filter } from '../query/params';
+import {
+  addDays,
+  bucketStarts,
+  localDateOf,
+  resolvePeriod,
+  startOfDay,
+  wallClockMs,
+  type LocalDate,
+} from '../query/period';
+import type { ExportOptions } from './events';
+import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
+import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from './sql';
+
+export const MAX_BUCKETS = 3000;
+
+export interface PreviousValue {
+  diff: number | null;
+  state: 'positive' | 'negative' | 'neutral';
+  value: number;
+}
+
+export interface ChartMetrics {
+  sum: number;
+  average: number;
+  min: number;
+  max: number;
+}
+
+export interface SeriesMetrics extends ChartMetrics {
+  count: number;
+  previous?: { sum?: PreviousValue; average?: PreviousValue; min?: PreviousValue; max?: PreviousValue; count?: PreviousValue };
+}
+
+export interface ChartSeries {
+  id: string;
+  names: string[];
+  event: { id: string; name: string; breakdowns?: Record<string, string> };
+  metrics: SeriesMetrics;
+  data: Array<{ date: string; count: number; previous?: PreviousValue }>;
+}
+
+export interface ChartResponse {
+  series: ChartSeries[];
+  metrics: ChartMetrics;
+}
+
+// ---------------------------------------------------------------------------------------
+// OpenPanel's arithmetic (packages/common/src/math.ts, get-previous-metric.ts)
+
+export function round(n: number, decimals = 2): number {
+  const f = 10 ** decimals;
+  return Math.round((n + Number.EPSILON) * f) / f;
+}
+
+/** Mean of the finite non-zero values; 0 when there are none. */
+export function averageNonZero(values: number[]): number {
+  const kept = values.filter((v) => Number.isFinite(v) && v !== 0);
+  return kept.length ? kept.reduce((a, b) => a + b, 0) / kept.length : 0;
+}
+
+export function seriesMetrics(values: number[]): ChartMetrics {
+  return {
+    sum: round(values.reduce((a, b) => a + b, 0)),
+    average: round(averageNonZero(values)),
+    min: values.length ? Math.min(...values) : 0,
+    max: values.length ? Math.max(...values) : 0,
+  };
+}
+
+export function previousMetric(current: number, previous: number | null | undefined): PreviousValue | undefined {
+  if (previous === null || previous === undefined) return undefined;
+  const diff = previous === 0 ? null : round(Math.abs((current - previous) / previous) * 100, 1);
+  return {
+    diff: diff === null || !Number.isFinite(diff) || current === previous ? null : diff,
+    state: current > previous ? 'positive' : current < previous ? 'negative' : 'neutral',
+    value: previous,
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// Periods and buckets
+
+const MINUTE = 60_000;
+const DAY = 86_400_000;
+const SLIDING = new Set(['30min', 'lastHour', 'last24h']);
+
+function minuteBuckets(startMs: number, endMs: number, timezone: string): Date[] {
+  const wall = wallClockMs(startMs, timezone);
+  const into = ((wall % MINUTE) + MINUTE) % MINUTE;
+  const out: Date[] = [];
+  for (let t = startMs - into; t < endMs; t += MINUTE) out.push(new Date(t));
+  return out;
+}
+
+function bucketsFor(startMs: number, endMs: number, interval: ChartInterval, timezone: string): Date[] {
+  return interval === 'minute' ? minuteBuckets(startMs, endMs, timezone) : bucketStarts(startMs, endMs, interval, timezone);
+}
+
+function dayNumber(d: LocalDate): number {
+  const x = new Date(0);
+  x.setUTCFullYear(d.year, d.month - 1, d.day);
+  return Math.round(x.getTime() / DAY);
+}
+
+interface Window {
+  start: Date;
+  end: Date;
+  buckets: Date[];
+}
+
+/** The period of equal length just before `current`. */
+function previousWindow(current: Window, params: ChartParams, interval: ChartInterval, timezone: string): Window {
+  const startMs = current.start.getTime();
+  const endMs = current.end.getTime();
+  let prevStart: number;
+  if (params.startDate === undefined && SLIDING.has(params.range)) {
+    prevStart = startMs - (endMs - startMs);
+  } else {
+    const first = localDateOf(startMs, timezone);
+    const days = dayNumber(localDateOf(endMs, timezone)) - dayNumber(first);
+    prevStart = startOfDay(addDays(first, -days), timezone);
+  }
+  return { start: new Date(prevStart), end: current.start, buckets: bucketsFor(prevStart, startMs, interval, timezone) };
+}
+
+// ---------------------------------------------------------------------------------------
+// SQL
+
+const NUMERIC_TEXT = '^\\s*[-+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]{1,3})?\\s*$';
+
+/** The value of a group of events `s` (`v`: the numeric property value). */
+const AGGREGATE: Record<ChartSegment, (v: string) => string> = {
+  event: () => 'count(*)',
+  user: () => 'count(DISTINCT s.profile_id)',
+  session: () => 'count(DISTINCT s.session_id)',
+  user_average: () => 'count(*)::float8 / count(DISTINCT s.profile_id)',
+  one_event_per_user: () => 'count(*)',
+  property_sum: (v) => `sum(${v})`,
+  property_average: (v) => `avg(${v})`,
+  property_min: (v) => `min(${v})`,
+  property_max: (v) => `max(${v})`,
+  group: () => 'count(DISTINCT g.gid)',
+};
+
+/** Segments whose value needs the events first narrowed to the top breakdown values. */
+const TWO_PASS: ReadonlySet<ChartSegment> = new Set(['one_event_per_user', 'group']);
+
+function breakdownExpr(name: string, p: SqlParams): string {
+  if (name.startsWith(PROPERTY_PREFIX)) return `coalesce(s.properties ->> ${p.add(name.slice(PROPERTY_PREFIX.length))}::text, '')`;
+  // Allow-listed by params (isFilterName): a column of `events`.
+  if (!/^[a-z_]+$/.test(name)) throw new Error(`breakdown not allowed: ${name}`);
+  return `s.${name}`;
+}
+
+interface SeriesQuery {
+  projectId: string;
+  window: Window;
+  item: ChartSeriesItem;
+  filters: Filter[];
+  breakdowns: { name: string }[];
+  limit: number;
+  /** Breakdown value combinations to compute (previous period); null = the top `limit`. */
+  combos: string[][] | null;
+}
+
+interface SeriesResult {
+  /** Breakdown value combinations, in series order ([[]] without breakdowns). */
+  combos: string[][];
+  /** Per combination: the value of each bucket. */
+  points: number[][];
+  /** Per combination: the segment's total over the period. */
+  totals: number[];
+}
+
+/**
+ * One statement per series item and period. It yields one row per (bucket, breakdown
+ * values) and one total row per breakdown values (bucket NULL, GROUPING SETS), each with
+ * `rk`, the rank of its breakdown values (1 without breakdowns).
+ *
+ * Common segments aggregate the events in a single pass and rank the breakdown values by
+ * the event count of their total rows afterwards. one_event_per_user and group first pick
+ * the top values, then aggregate only those events (DISTINCT ON / unnest need that order).
+ */
+function seriesSql(q: SeriesQuery, p: SqlParams): string {
+  const { item, breakdowns } = q;
+  const b = breakdowns.map((_, i) => `b${i}`);
+  const conditions = [
+    `s.project_id = ${p.add(q.projectId)}`,
+    `s.created_at >= ${p.add(q.window.start.toISOString())}::timestamptz`,
+    `s.created_at < ${p.add(q.window.end.toISOString())}::timestamptz`,
+    'NOT s.is_bot',
+    `s.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`,
+  ];
+  if (item.name !== '*') conditions.push(`s.name = ${p.add(item.name)}`);
+  if (q.filters.length) conditions.push(compileAll(q.filters.map((filter, index) => ({ filter, index })), 's', p));
+  let v = 'NULL';
+  if (PROPERTY_SEGMENTS.has(item.segment)) {
+    const key = p.add(propertyKey(item.property ?? ''));
+    const re = p.add(NUMERIC_TEXT);
+    conditions.push(`(s.properties ->> ${key}::text) ~ ${re}::text`);
+    v = `(s.properties ->> ${key}::text)::numeric`; // numeric text: checked by the condition above
+  }
+  const where = conditions.join('\n      AND ');
+  const bExprs = breakdowns.map((bd) => breakdownExpr(bd.name, p));
+  const bucket = `width_bucket(s.created_at, ${p.add(q.window.buckets.map((d) => d.toISOString()))}::timestamptz[])`;
+  const order = ['n DESC', ...b.map((c) => `${c} COLLATE "C"`)].join(', ');
+  const given = (): string => {
+    const arrays = b.map((_, i) => `${p.add(q.combos!.map((c) => c[i] ?? ''))}::text[]`).join(', ');
+    return `SELECT * FROM unnest(${arrays}) WITH ORDINALITY AS t(${b.join(', ')}, rk)`;
+  };
+
+  if (!TWO_PASS.has(item.segment)) {
+    const bSelect = bExprs.map((e, i) => `, ${e} AS b${i}`).join('');
+    const sets = breakdowns.length ? `(${[bucket, ...bExprs].join(', ')}), (${bExprs.join(', ')})` : `(${bucket}), ()`;
+    const grouped = `SELECT ${bucket} AS bucket${bSelect}, count(*) AS n, (${AGGREGATE[item.segment](v)})::text AS value
+      FROM events s WHERE ${where}
+      GROUP BY GROUPING SETS (${sets})`;
+    if (breakdowns.length === 0) return `SELECT g.bucket, 1 AS rk, g.value FROM (${grouped}) g`;
+    const top = q.combos
+      ? given()
+      : `SELECT ${b.join(', ')}, row_number() OVER (ORDER BY ${order}) AS rk FROM g WHERE g.bucket IS NULL ORDER BY ${order} LIMIT ${p.add(q.limit)}`;
+    return `WITH g AS (${grouped}), top AS (${top})
+      SELECT g.bucket, top.rk, ${b.map((c) => `g.${c}`).join(', ')}, g.value
+      FROM g JOIN top ON ${b.map((c) => `g.${c} = top.${c}`).join(' AND ')}`;
+  }
+
+  const bSelect = bExprs.map((e, i) => `, ${e} AS b${i}`).join('');
+  const ev = `SELECT s.created_at, s.id, s.profile_id, s.groups${bSelect} FROM events s WHERE ${where}`;
+  let top = '';
+  let src = 'SELECT ev.*, 1 AS rk FROM ev';
+  if (breakdowns.length) {
+    top = q.combos
+      ? `, top AS (${given()})`
+      : `, top AS (SELECT ${b.join(', ')}, row_number() OVER (ORDER BY ${order}) AS rk
+          FROM (SELECT ${b.join(', ')}, count(*) AS n FROM ev GROUP BY ${b.join(', ')}) c ORDER BY ${order} LIMIT ${p.add(q.limit)})`;
+    src = `SELECT ev.*, top.rk FROM ev JOIN top ON ${b.map((c) => `ev.${c} = top.${c}`).join(' AND ')}`;
+  }
+  const from = item.segment === 'one_event_per_user'
+    ? '(SELECT DISTINCT ON (src.profile_id) * FROM src ORDER BY src.profile_id, src.created_at DESC, src.id DESC) s'
+    : 'src s CROSS JOIN LATERAL unnest(s.groups) AS g(gid)';
+  const keys = ['s.rk', ...b.map((c) => `s.${c}`)].join(', ');
+  const srcBucket = bucket; // same expression over alias s
+  return `WITH ev AS (${ev})${top}, src AS (${src})
+    SELECT ${srcBucket} AS bucket, ${keys}, (${AGGREGATE[item.segment](v)})::text AS value
+    FROM ${from}
+    GROUP BY GROUPING SETS ((${srcBucket}, ${keys}), (${keys}))`;
+}
+
+async function querySeries(db: Queryable, q: SeriesQuery): Promise<SeriesResult> {
+  const p = new SqlParams();
+  const { breakdowns } = q;
+  const b = breakdowns.map((_, i) => `b${i}`);
+  const { rows } = await db.query<Record<string, unknown>>(seriesSql(q, p), p.values);
+
+  const size = q.window.buckets.length;
+  const byRank = new Map<number, { combo: string[]; points: number[]; total: number }>();
+  const entry = (r: Record<string, unknown>) => {
+    const rk = Number(r.rk);
+    let e = byRank.get(rk);
+    if (!e) {
+      e = { combo: b.map((c) => String(r[c] ?? '')), points: new Array<number>(size).fill(0), total: 0 };
+      byRank.set(rk, e);
+    }
+    return e;
+  };
+  for (const r of rows) {
+    const e = entry(r);
+    if (r.bucket === null) e.total = num(r.value);
+    else {
+      const i = Number(r.bucket) - 1;
+      if (i >= 0 && i < size) e.points[i] = num(r.value);
+    }
+  }
+  if (q.combos) {
+    // Every asked-for combination, in the given order, zeros where nothing matched.
+    const combos = breakdowns.length ? q.combos : [[]];
+    return {
+      combos,
+      points: combos.map((_, i) => byRank.get(i + 1)?.points ?? new Array<number>(size).fill(0)),
+      totals: combos.map((_, i) => byRank.get(i + 1)?.total ?? 0),
+    };
+  }
+  const ranked = [...byRank.entries()].sort((x, y) => x[0] - y[0]).map(([, e]) => e);
+  if (ranked.length === 0) return { combos: [[]], points: [new Array<number>(size).fill(0)], totals: [0] };
+  return { combos: ranked.map((e) => e.combo), points: ranked.map((e) => e.points), totals: ranked.map((e) => e.total) };
+}
+
+// ---------------------------------------------------------------------------------------
+// The chart
+
+const ALPHA = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
+
+function slug(s: string): string {
+  return s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '') || 'all';
+}
+
+/** Resolves the period, runs one query per series item (and per previous period), formats. */
+export async function getChart(
+  pool: ConnectionSource,
+  projectId: string,
+  params: ChartParams,
+  now: Date = new Date(),
+  options: ExportOptions = {},
+): Promise<ChartResponse> {
+  const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+  return withTimeout(pool, timeoutMs, async (db) => {
+    await withoutJit(db);
+    const timezone = await projectTimezone(db, projectId);
+    await checkRegexes(db, params.filters);
+    for (const [i, item] of params.series.entries()) await checkRegexes(db, item.filters, ['series', String(i)]);
+
+    const period = resolvePeriod({ range: params.range, startDate: params.startDate, endDate: params.endDate }, timezone, now);
+    const interval: ChartInterval = params.interval ?? period.granularity;
+    const current: Window = {
+      start: period.start,
+      end: period.end,
+      buckets: interval === period.granularity ? period.buckets : bucketsFor(period.start.getTime(), period.end.getTime(), interval, timezone),
+    };
+    if (current.buckets.length > MAX_BUCKETS) {
+      const message = `interval ${interval} gives ${current.buckets.length} buckets for this period (at most ${MAX_BUCKETS}); use a coarser interval or a shorter period`;
+      throw new BadRequestError(`interval: ${message}`, [{ path: ['interval'], message }]);
+    }
+    const previous = params.previous ? previousWindow(current, params, interval, timezone) : null;
+
+    return mapRegexErrors(async () => {
+      const series: ChartSeries[] = [];
+      const usedIds = new Set<string>();
+      for (const [index, item] of params.series.entries()) {
+        const base = { projectId, item, filters: [...item.filters, ...params.filters], limit: params.limit };
+        const cur = await querySeries(db, { ...base, window: current, breakdowns: params.breakdowns, combos: null });
+        const withValues = cur.combos[0]!.length > 0;
+        const prev = previous
+          ? await querySeries(db, {
+              ...base,
+              window: previous,
+              breakdowns: withValues ? params.breakdowns : [],
+              combos: withValues ? cur.combos : null,
+            })
+          : null;
+        const definitionId = item.id ?? ALPHA[index] ?? `series-${index}`;
+        cur.combos.forEach((combo, ci) => {
+          const names = [item.name, ...combo];
+          const values = cur.points[ci]!;
+          const metrics: SeriesMetrics = { ...seriesMetrics(values), count: cur.totals[ci]! };
+          let prevValues: number[] | undefined;
+          if (prev) {
+            prevValues = prev.points[ci]!;
+            const pm = { ...seriesMetrics(prevValues), count: prev.totals[ci]! };
+            metrics.previous = {
+              sum: previousMetric(metrics.sum, pm.sum),
+              average: previousMetric(metrics.average, pm.average),
+              min: previousMetric(metrics.min, pm.min),
+              max: previousMetric(metrics.max, pm.max),
+              count: previousMetric(metrics.count, pm.count),
+            };
+          }
+          let id = `${slug(item.name)}-${definitionId}-${names.join('-')}`;
+          for (let n = 2; usedIds.has(id); n++) id = `${slug(item.name)}-${definitionId}-${names.join('-')}~${n}`;
+          usedIds.add(id);
+          const breakdowns = withValues
+            ? Object.fromEntries(params.breakdowns.map((bd, i) => [bd.name, combo[i] ?? '']))
+            : undefined;
+          series.push({
+            id,
+            names,
+            event: { id: definitionId, name: item.name, ...(breakdowns ? { breakdowns } : {}) },
+            metrics,
+            data: current.buckets.map((d, i) => {
+              const point: { date: string; count: number; previous?: PreviousValue } = { date: d.toISOString(), count: values[i]! };
+              const pv = prevValues && i < prevValues.length ? previousMetric(values[i]!, prevValues[i]) : undefined;
+              if (pv) point.previous = pv;
+              return point;
+            }),
+          });
+        });
+      }
+      return { series, metrics: seriesMetrics(series.flatMap((s) => s.data.map((d) => d.count))) };
+    });
+  });
+}

@@ -1,0 +1,449 @@
+// GET /export/events: raw events of a project, newest first, a page at a time (JSON) or all
+// of them as a stream of NDJSON lines.
+//
+// Decisions (the issue and OpenPanel's export controller leave these open):
+// - Rows: every stored event of the project, including the service's own session_start /
+//   session_end rows (they are events the service emitted; `event=` filters them out like
+//   any name) and bots (flagged by meta.isBot). Charts and insights exclude both.
+// - `start` / `end`: a YYYY-MM-DD date is a day in the project's timezone (`start` = first
+//   instant of that day, `end` = through the end of that day). A date-time with `Z` or an
+//   offset is that instant; without one it is wall-clock time in the project's timezone.
+//   A date-time `end` is inclusive. start after end: 400. Without them: all time.
+// - `filters` are the insights filters, evaluated on each event's own columns (events
+//   carry their own referrer/UTM/geo/device values); `event` and `profileId` add to them.
+// - Order: created_at DESC, id DESC. Event `createdAt` is ISO 8601 with milliseconds.
+// - Each event has the base fields id, name, deviceId, profileId, sessionId, projectId,
+//   createdAt, path, origin, and also `title` (the page title is a stored field that no
+//   include group names; dropping it would lose data in a raw export). `includes` adds:
+//   profile -> `profile` {id, firstName, lastName, email, properties, groups} or null when
+//   no profile row exists; meta -> `meta` {durationMs, isBot, botReason, receivedAt};
+//   properties -> `properties`, `groups`; geo -> country, region, city, latitude,
+//   longitude; device -> device, browser, browserVersion, os, osVersion, brand, model;
+//   referrer -> referrer, referrerName, referrerType, utmSource, utmMedium, utmCampaign,
+//   utmTerm, utmContent. (profile and meta are nested objects as in OpenPanel's event
+//   list; the other groups are top-level fields, also as in OpenPanel.)
+//
+// Pagination (`page`, `limit`, `cursor`):
+// - A walk over the pages is anchored: the newest matching (created_at, id) when the walk
+//   starts is its snapshot boundary, so events that arrive later never shift the pages.
+// - Every page answers meta {count, totalCount, pages, current, cursor}. totalCount is
+//   the number of matching events at or before the anchor; pages = ceil(totalCount/limit).
+// - `cursor` (opaque: anchor, last row of the page, page number, totalCount, and a
+//   fingerprint of the query) asks for the next page by keyset: (created_at, id) < last
+//   row. Any depth costs the same (an index range scan of `limit` rows) and totalCount is
+//   carried in the cursor instead of being counted again. It is null on the last page.
+//   A cursor used with a different query (project, event, profileId, start, end, filters,
+//   limit) is a 400; `page` next to a cursor must be the page the cursor continues with.
+// - `page=N` without a cursor (OpenPanel's only way) takes the anchor at request time and
+//   reads with OFFSET (N-1)*limit below it: correct, but its cost grows with N. That page's
+//   `cursor` continues the walk by keyset from there. Past the last page: empty data.
+// - The anchor excludes newer events; an event that arrives late with an older
+//   created_at than the current position can still appear on a later page (it was not
+//   stored when the walk began), and totalCount does not include it.
+//
+// NDJSON (`format=ndjson`): every matching event (no pagination; page/limit/cursor are
+// ignored), one JSON object per line, same shape and order, read with a server-side cursor
+// in batches over one read-only transaction (one snapshot), so memory stays at one batch.
+import { createHash } from 'node:crypto';
+import Cursor from 'pg-cursor';
+import { BadRequestError } from '../http/errors';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_QUERY_CANCELED, pgErrorCode, withTimeout, type ConnectionSource, type Queryable } from '../query/db';
+import { QueryTimeoutError } from '../query/errors';
+import { compileAll, SqlParams } from '../query/filters';
+import { addDays, instantOfWallClock, parseLocalDate, startOfDay } from '../query/period';
+import {
+  encodeCursor,
+  type EventsParams,
+  type ExportCursor,
+  type ExportInclude,
+  type KeysetPosition,
+  type TimeBound,
+} from './params';
+import { checkRegexes, mapRegexErrors, projectTimezone, TS_TEXT, withoutJit } from './sql';
+
+export interface ExportOptions {
+  /** Statement timeout of every query, ms (default 5000). */
+  statementTimeoutMs?: number;
+}
+
+export interface ExportedProfile {
+  id: string;
+  firstName: string | null;
+  lastName: string | null;
+  email: string | null;
+  properties: Record<string, unknown>;
+  groups: string[];
+}
+
+export interface ExportedEvent {
+  id: string;
+  name: string;
+  deviceId: string;
+  profileId: string;
+  sessionId: string | null;
+  projectId: string;
+  createdAt: string;
+  path: string;
+  origin: string;
+  title: string;
+  profile?: ExportedProfile | null;
+  meta?: { durationMs: number | null; isBot: boolean; botReason: string | null; receivedAt: string };
+  properties?: Record<string, unknown>;
+  groups?: string[];
+  country?: string;
+  region?: string;
+  city?: string;
+  latitude?: number | null;
+  longitude?: number | null;
+  device?: string;
+  browser?: string;
+  browserVersion?: string;
+  os?: string;
+  osVersion?: string;
+  brand?: string;
+  model?: string;
+  referrer?: string;
+  referrerName?: string;
+  referrerType?: string;
+  utmSource?: string;
+  utmMedium?: string;
+  utmCampaign?: string;
+  utmTerm?: string;
+  utmContent?: string;
+}
+
+export interface EventsPageMeta {
+  count: number;
+  totalCount: number;
+  pages: number;
+  current: number;
+  /** Pass back as `cursor` for the next page; null when there is none. */
+  cursor: string | null;
+}
+
+export interface EventsPage {
+  meta: EventsPageMeta;
+  data: ExportedEvent[];
+}
+
+// ---------------------------------------------------------------------------------------
+// Query building
+
+interface ResolvedBound {
+  /** ISO 8601 with microseconds, UTC. */
+  iso: string;
+  inclusive: boolean;
+}
+
+const MIN_MS = new Date(0).setUTCFullYear(1, 0, 1); // 0001-01-01T00:00:00Z
+const MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59);
+
+function isoMicros(secondsMs: number, fraction: string, param: 'start' | 'end'): string {
+  if (!(secondsMs >= MIN_MS && secondsMs <= MAX_MS)) {
+    throw new BadRequestError(`${param}: out of range`, [{ path: [param], message: 'Date-time out of range (years 0001..9999)' }]);
+  }
+  return `${new Date(secondsMs).toISOString().slice(0, 19)}.${fraction}Z`;
+}
+
+/** The instant a bound stands for, in the project's timezone. */
+export function resolveBound(bound: TimeBound, timezone: string, side: 'start' | 'end'): ResolvedBound {
+  switch (bound.kind) {
+    case 'date': {
+      const day = parseLocalDate(bound.date);
+      const ms = side === 'start' ? startOfDay(day, timezone) : startOfDay(addDays(day, 1), timezone);
+      return { iso: isoMicros(ms, '000000', side), inclusive: side === 'start' };
+    }
+    case 'local':
+      return { iso: isoMicros(instantOfWallClock(bound.wallSecondsMs, timezone), bound.fraction, side), inclusive: true };
+    case 'instant':
+      return { iso: isoMicros(bound.utcSecondsMs, bound.fraction, side), inclusive: true };
+  }
+}
+
+interface EventQuery {
+  projectId: string;
+  events: string[];
+  profileId: string | undefined;
+  start: ResolvedBound | undefined;
+  end: ResolvedBound | undefined;
+  params: EventsParams;
+}
+
+/** The WHERE conditions of the export (alias `e`), values added to `p`. */
+function whereSql(q: EventQuery, p: SqlParams): string {
+  const c = [`e.project_id = ${p.add(q.projectId)}`];
+  if (q.start) c.push(`e.created_at >= ${p.add(q.start.iso)}::timestamptz`);
+  if (q.end) c.push(`e.created_at ${q.end.inclusive ? '<=' : '<'} ${p.add(q.end.iso)}::timestamptz`);
+  if (q.events.length) c.push(`e.name = ANY(${p.add(q.events)}::text[])`);
+  if (q.profileId !== undefined) c.push(`e.profile_id = ${p.add(q.profileId)}`);
+  if (q.params.filters.length) c.push(compileAll(q.params.filters.map((filter, index) => ({ filter, index })), 'e', p));
+  return c.join('\n  AND ');
+}
+
+const INCLUDE_COLUMNS: Record<Exclude<ExportInclude, 'profile'>, string[]> = {
+  meta: ['e.duration_ms::float8 AS duration_ms', 'e.is_bot', 'e.bot_reason', 'e.received_at'],
+  properties: ['e.properties', 'e.groups'],
+  geo: ['e.country', 'e.region', 'e.city', 'e.latitude', 'e.longitude'],
+  device: ['e.device', 'e.browser', 'e.browser_version', 'e.os', 'e.os_version', 'e.brand', 'e.model'],
+  referrer: ['e.referrer', 'e.referrer_name', 'e.referrer_type', 'e.utm_source', 'e.utm_medium', 'e.utm_campaign', 'e.utm_term', 'e.utm_content'],
+};
+
+function selectSql(includes: readonly ExportInclude[]): { columns: string; join: string } {
+  const cols = [
+    'e.id', 'e.name', 'e.device_id', 'e.profile_id', 'e.session_id', 'e.project_id', 'e.created_at',
+    `${TS_TEXT('e.created_at')} AS ts`, 'e.path', 'e.origin', 'e.title',
+  ];
+  let join = '';
+  for (const inc of includes) {
+    if (inc === 'profile') {
+      cols.push('pr.id AS p_id', 'pr.first_name AS p_first_name', 'pr.last_name AS p_last_name', 'pr.email AS p_email', 'pr.properties AS p_properties', 'pr.groups AS p_groups');
+      join = 'LEFT JOIN profiles pr ON pr.project_id = e.project_id AND pr.id = e.profile_id';
+    } else {
+      cols.push(...INCLUDE_COLUMNS[inc]);
+    }
+  }
+  return { columns: cols.join(', '), join };
+}
+
+type Row = Record<string, unknown>;
+
+const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
+
+/** One row as the exported event object (field groups by `includes`). */
+export function toExportedEvent(r: Row, includes: readonly ExportInclude[]): ExportedEvent {
+  const out: ExportedEvent = {
+    id: r.id as string,
+    name: r.name as string,
+    deviceId: r.device_id as string,
+    profileId: r.profile_id as string,
+    sessionId: (r.session_id as string | null) ?? null,
+    projectId: r.project_id as string,
+    createdAt: iso(r.created_at),
+    path: r.path as string,
+    origin: r.origin as string,
+    title: r.title as string,
+  };
+  for (const inc of includes) {
+    switch (inc) {
+      case 'profile':
+        out.profile = r.p_id === null || r.p_id === undefined
+          ? null
+          : {
+              id: r.p_id as string,
+              firstName: (r.p_first_name as string | null) ?? null,
+              lastName: (r.p_last_name as string | null) ?? null,
+              email: (r.p_email as string | null) ?? null,
+              properties: (r.p_properties as Record<string, unknown>) ?? {},
+              groups: (r.p_groups as string[]) ?? [],
+            };
+        break;
+      case 'meta':
+        out.meta = {
+          durationMs: r.duration_ms === null || r.duration_ms === undefined ? null : Number(r.duration_ms),
+          isBot: r.is_bot as boolean,
+          botReason: (r.bot_reason as string | null) ?? null,
+          receivedAt: iso(r.received_at),
+        };
+        break;
+      case 'properties':
+        out.properties = r.properties as Record<string, unknown>;
+        out.groups = r.groups as string[];
+        break;
+      case 'geo':
+        out.country = r.country as string;
+        out.region = r.region as string;
+        out.city = r.city as string;
+        out.latitude = (r.latitude as number | null) ?? null;
+        out.longitude = (r.longitude as number | null) ?? null;
+        break;
+      case 'device':
+        out.device = r.device as string;
+        out.browser = r.browser as string;
+        out.browserVersion = r.browser_version as string;
+        out.os = r.os as string;
+        out.osVersion = r.os_version as string;
+        out.brand = r.brand as string;
+        out.model = r.model as string;
+        break;
+      case 'referrer':
+        out.referrer = r.referrer as string;
+        out.referrerName = r.referrer_name as string;
+        out.referrerType = r.referrer_type as string;
+        out.utmSource = r.utm_source as string;
+        out.utmMedium = r.utm_medium as string;
+        out.utmCampaign = r.utm_campaign as string;
+        out.utmTerm = r.utm_term as string;
+        out.utmContent = r.utm_content as string;
+        break;
+    }
+  }
+  return out;
+}
+
+/** Fingerprint of everything that decides which rows a walk covers and how it is paged. */
+function queryFingerprint(projectId: string, params: EventsParams): string {
+  const key = JSON.stringify([
+    projectId, [...params.events].sort(), params.profileId ?? null, params.start?.text ?? null, params.end?.text ?? null,
+    params.filters, params.limit,
+  ]);
+  return createHash('sha256').update(key).digest('hex').slice(0, 16);
+}
+
+/** Timezone, regex check and bounds: everything that can be a 400 before any row is read. */
+async function prepare(db: Queryable, projectId: string, params: EventsParams): Promise<EventQuery> {
+  const timezone = await projectTimezone(db, projectId);
+  await checkRegexes(db, params.filters);
+  const start = params.start ? resolveBound(params.start, timezone, 'start') : undefined;
+  const end = params.end ? resolveBound(params.end, timezone, 'end') : undefined;
+  if (start && end && (end.inclusive ? start.iso > end.iso : start.iso >= end.iso)) {
+    throw new BadRequestError('end: end must not be before start', [{ path: ['end'], message: 'end must not be before start' }]);
+  }
+  return { projectId, events: params.events, profileId: params.profileId, start, end, params };
+}
+
+const ORDER = 'ORDER BY e.created_at DESC, e.id DESC';
+const positionOf = (r: Row): KeysetPosition => ({ ts: r.ts as string, id: r.id as string });
+
+// ---------------------------------------------------------------------------------------
+// JSON pages
+
+/** One page of events with its meta (see the pagination notes at the top). */
+export async function getEventsPage(
+  pool: ConnectionSource,
+  projectId: string,
+  params: EventsParams,
+  options: ExportOptions = {},
+): Promise<EventsPage> {
+  const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+  const fingerprint = queryFingerprint(projectId, params);
+  if (params.cursor && params.cursor.query !== fingerprint) {
+    throw new BadRequestError('cursor: belongs to another query', [
+      { path: ['cursor'], message: 'This cursor belongs to another query (project, event, profileId, start, end, filters or limit differ)' },
+    ]);
+  }
+  return withTimeout(pool, timeoutMs, async (db) => {
+    await withoutJit(db);
+    const q = await prepare(db, projectId, params);
+    return mapRegexErrors(() => (params.cursor ? pageAfterCursor(db, q, params.cursor, fingerprint) : pageByNumber(db, q, fingerprint)));
+  });
+}
+
+async function pageAfterCursor(db: Queryable, q: EventQuery, cursor: ExportCursor, fingerprint: string): Promise<EventsPage> {
+  const { limit, includes } = q.params;
+  const p = new SqlParams();
+  const { columns, join } = selectSql(includes);
+  const sql = `SELECT ${columns} FROM events e ${join}
+    WHERE ${whereSql(q, p)}
+      AND (e.created_at, e.id) < (${p.add(cursor.last.ts)}::timestamptz, ${p.add(cursor.last.id)}::uuid)
+    ${ORDER} LIMIT ${p.add(limit)}`;
+  const { rows } = await db.query(sql, p.values);
+  return page(rows, cursor.page + 1, cursor.total, cursor.anchor, fingerprint, q.params);
+}
+
+async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string): Promise<EventsPage> {
+  const { limit, includes } = q.params;
+  const current = q.params.page ?? 1;
+  // The anchor: the newest matching event now.
+  const ap = new SqlParams();
+  const anchorRows = await db.query(`SELECT ${TS_TEXT('e.created_at')} AS ts, e.id FROM events e WHERE ${whereSql(q, ap)} ${ORDER} LIMIT 1`, ap.values);
+  const anchorRow = anchorRows.rows[0];
+  if (!anchorRow) return { meta: { count: 0, totalCount: 0, pages: 0, current, cursor: null }, data: [] };
+  const anchor = positionOf(anchorRow);
+  const atOrBefore = (p: SqlParams) => `(e.created_at, e.id) <= (${p.add(anchor.ts)}::timestamptz, ${p.add(anchor.id)}::uuid)`;
+
+  const cp = new SqlParams();
+  const counted = await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM events e WHERE ${whereSql(q, cp)} AND ${atOrBefore(cp)}`, cp.values);
+  const total = Number(counted.rows[0]?.n ?? 0);
+
+  const offset = (current - 1) * limit;
+  let rows: Row[] = [];
+  if (offset < total) {
+    const p = new SqlParams();
+    const { columns, join } = selectSql(includes);
+    const sql = `SELECT ${columns} FROM events e ${join}
+      WHERE ${whereSql(q, p)} AND ${atOrBefore(p)}
+      ${ORDER} LIMIT ${p.add(limit)} OFFSET ${p.add(offset)}`;
+    rows = (await db.query(sql, p.values)).rows;
+  }
+  return page(rows, current, total, anchor, fingerprint, q.params);
+}
+
+function page(rows: Row[], current: number, total: number, anchor: KeysetPosition, fingerprint: string, params: EventsParams): EventsPage {
+  const pages = Math.ceil(total / params.limit);
+  const last = rows[rows.length - 1];
+  const cursor = last && rows.length === params.limit && current < pages
+    ? encodeCursor({ query: fingerprint, anchor, last: positionOf(last), page: current, total })
+    : null;
+  return {
+    meta: { count: rows.length, totalCount: total, pages, current, cursor },
+    data: rows.map((r) => toExportedEvent(r, params.includes)),
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// NDJSON stream
+
+export interface StreamOptions extends ExportOptions {
+  /** Rows fetched per round trip (default 1000). */
+  batchSize?: number;
+}
+
+/**
+ * Validates the query (400s happen here, before anything is sent) and returns the chunks
+ * of the NDJSON body: each chunk is one batch of lines. The database connection is taken
+ * when iteration starts and released when it ends, fails, or is stopped early (return()).
+ */
+export async function streamEvents(
+  pool: ConnectionSource,
+  projectId: string,
+  params: EventsParams,
+  options: StreamOptions = {},
+): Promise<AsyncIterable<string>> {
+  const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+  const batchSize = options.batchSize ?? 1000;
+  const q = await withTimeout(pool, timeoutMs, (db) => prepare(db, projectId, params));
+  const p = new SqlParams();
+  const { columns, join } = selectSql(params.includes);
+  const sql = `SELECT ${columns} FROM events e ${join} WHERE ${whereSql(q, p)} ${ORDER}`;
+  const includes = params.includes;
+
+  return {
+    async *[Symbol.asyncIterator]() {
+      const client = await pool.connect();
+      let cursor: Cursor | null = null;
+      let committed = false;
+      let broken = false;
+      try {
+        await client.query('BEGIN READ ONLY');
+        await client.query("SELECT set_config('statement_timeout', $1, true)", [String(timeoutMs)]);
+        await withoutJit(client);
+        cursor = client.query(new Cursor(sql, p.values));
+        for (;;) {
+          const rows = (await cursor.read(batchSize)) as Row[];
+          if (rows.length === 0) break;
+          let chunk = '';
+          for (const r of rows) chunk += `${JSON.stringify(toExportedEvent(r, includes))}\n`;
+          yield chunk;
+          if (rows.length < batchSize) break;
+        }
+        await cursor.close();
+        cursor = null;
+        await client.query('COMMIT');
+        committed = true;
+      } catch (err) {
+        if (pgErrorCode(err) === PG_QUERY_CANCELED) throw new QueryTimeoutError(timeoutMs);
+        throw err;
+      } finally {
+        if (!committed) {
+          try {
+            if (cursor) await cursor.close();
+            await client.query('ROLLBACK');
+          } catch {
+            broken = true; // let the pool discard the connection
+          }
+        }
+        client.release(broken);
+      }
+    },
+  };
+}

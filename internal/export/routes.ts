@@ -1,0 +1,122 @@
+// The export routes: GET /export/events and GET /export/charts behind readGuard (read or
+// root client, a read client only for its own project -> 403, the shared 100 req / 10 s
+// rate limit with X-RateLimit-* headers, 404 for an unknown project).
+//
+// The project is the `projectId` (or `project_id`) query parameter. A read client may
+// leave it out (its own project); a root client must give it (400).
+//
+// NDJSON streaming: the handler produces the body as an AsyncIterable<string> of chunks.
+// internal/http/server.ts buffers bodies today, so by default the chunks are collected into
+// one `raw` body of at most `maxBufferedBytes` (a larger export is a 400 that points to
+// narrower start/end or pagination). Once the server writes `stream` responses
+// (StreamingHttpResponse below), pass `{ streaming: true }` and nothing is buffered.
+import type { ReadContext, ReadDeps } from '../app/read-routes';
+import { readGuard } from '../app/read-routes';
+import { BadRequestError, HttpError } from '../http/errors';
+import type { Route } from '../http/router';
+import type { HttpRequest, HttpResponse } from '../http/types';
+import { getChart } from './charts';
+import { getEventsPage, streamEvents } from './events';
+import { parseChartParams, parseEventsParams, requestedProject } from './params';
+
+export const NDJSON_CONTENT_TYPE = 'application/x-ndjson';
+export const DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
+
+/** A response body written chunk by chunk (what the server needs to support). */
+export interface StreamBody {
+  contentType: string;
+  chunks: AsyncIterable<string>;
+}
+
+/** HttpResponse plus the streaming body the lead is adding to internal/http. */
+export type StreamingHttpResponse = HttpResponse & { stream?: StreamBody };
+
+export interface ExportRouteOptions {
+  /** The server writes `stream` responses; NDJSON is then never buffered. Default false. */
+  streaming?: boolean;
+  /** Largest buffered NDJSON body while streaming is off (default 64 MiB). */
+  maxBufferedBytes?: number;
+  /** Reference instant for chart ranges (tests). */
+  now?: () => Date;
+}
+
+class NdjsonBody {
+  constructor(readonly chunks: AsyncIterable<string>) {}
+}
+
+function requireProjectParam(req: HttpRequest, ctx: ReadContext): void {
+  if (ctx.client.mode === 'root' && requestedProject(req.query) === undefined) {
+    throw new BadRequestError('projectId: required for a root client', [
+      { path: ['projectId'], message: 'projectId (or project_id) is required for a root client' },
+    ]);
+  }
+}
+
+async function bufferNdjson(res: HttpResponse, body: NdjsonBody, maxBytes: number): Promise<HttpResponse> {
+  const parts: string[] = [];
+  let bytes = 0;
+  try {
+    for await (const chunk of body.chunks) {
+      bytes += Buffer.byteLength(chunk);
+      if (bytes > maxBytes) {
+        // Leaving the loop stops the iterator: its connection is released.
+        const message = `The export is larger than ${maxBytes} bytes; narrow start/end or event, or page through it with format=json`;
+        throw new BadRequestError(`format: ${message}`, [{ path: ['format'], message }]);
+      }
+      parts.push(chunk);
+    }
+  } catch (err) {
+    // Errors after readGuard (too large, statement timeout) keep the rate limit headers.
+    if (err instanceof HttpError) Object.assign(err.headers, res.headers ?? {});
+    throw err;
+  }
+  return { status: res.status, headers: res.headers ?? {}, raw: { contentType: NDJSON_CONTENT_TYPE, data: parts.join('') } };
+}
+
+/** The export routes, for the lead to add to the router next to readRoutes(). */
+export function exportRoutes(deps: ReadDeps, options: ExportRouteOptions = {}): Route[] {
+  const opts = { statementTimeoutMs: deps.queryTimeoutMs };
+  const now = options.now ?? (() => new Date());
+  const maxBuffered = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
+  const projectOf = (req: HttpRequest) => requestedProject(req.query);
+
+  const events = readGuard(
+    deps,
+    async (req, ctx) => {
+      requireProjectParam(req, ctx);
+      const params = parseEventsParams(req.query);
+      if (params.format === 'ndjson') return new NdjsonBody(await streamEvents(deps.db, ctx.projectId, params, opts));
+      return getEventsPage(deps.db, ctx.projectId, params, opts);
+    },
+    projectOf,
+  );
+
+  const charts = readGuard(
+    deps,
+    async (req, ctx) => {
+      requireProjectParam(req, ctx);
+      return getChart(deps.db, ctx.projectId, parseChartParams(req.query), now(), opts);
+    },
+    projectOf,
+  );
+
+  return [
+    {
+      method: 'GET',
+      pattern: '/export/events',
+      family: 'read',
+      handler: async (req): Promise<HttpResponse> => {
+        const res = await events(req);
+        if (!(res.body instanceof NdjsonBody)) return res;
+        if (!options.streaming) return bufferNdjson(res, res.body, maxBuffered);
+        const streamed: StreamingHttpResponse = {
+          status: res.status,
+          headers: { ...(res.headers ?? {}), 'Content-Type': NDJSON_CONTENT_TYPE },
+          stream: { contentType: NDJSON_CONTENT_TYPE, chunks: res.body.chunks },
+        };
+        return streamed;
+      },
+    },
+    { method: 'GET', pattern: '/export/charts', family: 'read', handler: charts },
+  ];
+}

@@ -1,0 +1,198 @@
+// Session end by the BullMQ check: SESSION_TIMEOUT_MINUTES has no sub-minute setting, so
+// the worker side (JobRunner, SessionEndScheduler, ShardManager/ShardRunner) is built here
+// with a 1.5 s timeout, behind a real API (startApp with the api role only).
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { connectAll } from '../internal/app/runtime';
+import type { Bus } from '../internal/bus/bus';
+import { createEnricher, type Enricher } from '../internal/enrich';
+import { SaltKeeper } from '../internal/ingest/identity';
+import { JobRunner } from '../internal/jobs/jobs';
+import type { QueuedOp, QueuedTrack } from '../internal/model/event';
+import { createLogger } from '../internal/obs/log';
+import { createMetrics } from '../internal/obs/metrics';
+import { redisKeys, type Redis } from '../internal/redis/redis';
+import type { SessionState } from '../internal/sessionize/session';
+import type { Pool } from '../internal/store/db';
+import { commitShardBatch, committedSeq, PartitionKeeper } from '../internal/store/writes';
+import { deviceKey, processOps } from '../internal/worker/processor';
+import { ShardManager } from '../internal/worker/shard-manager';
+import { ShardRunner } from '../internal/worker/shard-runner';
+import { TestEnv, post, sleep, startApp, track, waitFor, type Credentials } from './support/harness';
+
+const TIMEOUT_MS = 1500;
+const UA = 'Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0';
+
+let env: TestEnv;
+let api: Awaited<ReturnType<typeof startApp>>;
+let writer: Credentials;
+let worker: { db: Pool; redis: Redis; bus: Bus; jobs: JobRunner; manager: ShardManager; enricher: Enricher };
+let timescale = false;
+/** Session ids whose end-check scheduling is made to fail (a Redis blip, or a crash right after the commit). */
+const failScheduleFor = new Set<string>();
+
+before(async () => {
+  env = await new TestEnv('send').setup();
+  api = await startApp(env, { api: true, worker: false });
+  const projectId = await env.project({ timezone: 'UTC' });
+  writer = await env.client(projectId, 'write');
+
+  const cfg = env.config();
+  const log = createLogger('silent');
+  const metrics = createMetrics();
+  const c = await connectAll(cfg, log);
+  timescale = c.timescale;
+  const keys = redisKeys(env.namespace);
+  const jobs = new JobRunner({
+    redisUrl: cfg.REDIS_URL, namespace: env.namespace, bus: c.bus, db: c.db, salts: new SaltKeeper(c.redis, keys), log,
+    timeoutMs: TIMEOUT_MS, retentionDays: 0,
+  });
+  await jobs.start();
+  const enricher = await createEnricher();
+  const partitions = new PartitionKeeper(c.db, c.timescale);
+  const manager = new ShardManager({
+    redis: c.redis, keys, shards: cfg.TIDEMARK_SHARDS, log, metrics, tickMs: 500,
+    start: (shard) => {
+      const runner = new ShardRunner(shard, {
+        bus: c.bus, db: c.db, enricher, partitions, log, metrics, timeoutMs: TIMEOUT_MS, batchMax: 100,
+        onOpened: async (sessions) => {
+          if (sessions.some((s) => failScheduleFor.has(s.deviceId))) throw new Error('simulated: Redis unavailable');
+          await jobs.scheduler.schedule(sessions);
+        },
+      });
+      runner.start();
+      return runner;
+    },
+  });
+  manager.start();
+  worker = { ...c, jobs, manager, enricher };
+});
+
+after(async () => {
+  await worker?.manager.close();
+  await worker?.jobs.close();
+  worker?.enricher.close();
+  await worker?.bus.drainAndClose();
+  worker?.redis.disconnect();
+  await worker?.db.end();
+  await api?.drain();
+  await env?.teardown();
+});
+
+async function send(ip: string, name: string, atMs: number, path = '/'): Promise<string> {
+  const res = await post(`${api.url}/track`, track(name, { __timestamp: new Date(atMs).toISOString(), __path: `https://shop.example${path}` }), writer, { ip, userAgent: UA });
+  assert.equal(res.status, 202);
+  return res.body.deviceId;
+}
+
+const sessionsOf = async (deviceId: string) =>
+  (await env.db.query('SELECT * FROM sessions WHERE device_id = $1 ORDER BY started_at', [deviceId])).rows;
+const endsOf = async (sessionId: string) =>
+  (await env.db.query("SELECT created_at FROM events WHERE session_id = $1 AND name = 'session_end'", [sessionId])).rows.map((r) => r.created_at.getTime());
+
+test('an idle live session is ended by the BullMQ check: session_end row at its last event, ended = true', { timeout: 30_000 }, async () => {
+  const t0 = Date.now() - 60_000;
+  const dev = await send('81.2.69.160', 'screen_view', t0, '/a');
+  await waitFor(async () => (await sessionsOf(dev)).length === 1, { what: 'session row' });
+  // A second event while the first check is pending: the check is pushed back (rescheduled).
+  await sleep(700);
+  await send('81.2.69.160', 'click', t0 + 700);
+  const [s] = (await waitFor(async () => {
+    const rows = await sessionsOf(dev);
+    return rows[0]?.ended ? rows : null;
+  }, { timeoutMs: 15_000, what: 'session ended by the check' }))!;
+  assert.equal(s.event_count, 2, 'the event that came in meanwhile is in the session');
+  assert.equal(s.last_event_at.getTime(), t0 + 700);
+  assert.ok(Date.now() - s.updated_at.getTime() >= TIMEOUT_MS, 'ended only after the idle timeout of wall time');
+  assert.deepEqual(await endsOf(s.id), [t0 + 700]);
+});
+
+test(
+  'a session reopened after its idle end is ended again by the next check',
+  {
+    timeout: 30_000,
+  },
+  async () => {
+    const t0 = Date.now() - 60_000;
+    const dev = await send('8.8.8.8', 'screen_view', t0, '/a');
+    const [s] = (await waitFor(async () => {
+      const rows = await sessionsOf(dev);
+      return rows[0]?.ended ? rows : null;
+    }, { timeoutMs: 15_000, what: 'first idle end' }))!;
+    assert.deepEqual(await endsOf(s.id), [t0]);
+    // Within the timeout of its last event (event time): the same session continues.
+    await send('8.8.8.8', 'click', t0 + 1000);
+    await waitFor(async () => (await sessionsOf(dev))[0]?.event_count === 2, { what: 'reopened' });
+    const [again] = (await waitFor(async () => {
+      const rows = await sessionsOf(dev);
+      return rows.length === 1 && rows[0].ended ? rows : null;
+    }, { timeoutMs: 4 * TIMEOUT_MS + 1000, what: 'second idle end' }))!;
+    assert.deepEqual(await endsOf(again.id), [t0 + 1000]);
+  },
+);
+
+test(
+  'a session whose end check could not be scheduled still ends',
+  {
+    timeout: 30_000,
+  },
+  async () => {
+    const t0 = Date.now() - 60_000;
+    failScheduleFor.add('f'.repeat(32));
+    const res = await post(`${api.url}/track`, track('screen_view', { __timestamp: new Date(t0).toISOString(), __path: 'https://shop.example/x', __deviceId: 'f'.repeat(32) }), writer);
+    assert.equal(res.status, 202);
+    const dev = res.body.deviceId as string;
+    await waitFor(async () => (await sessionsOf(dev)).length === 1, { what: 'session row' });
+    await waitFor(async () => (await sessionsOf(dev))[0]?.ended === true, { timeoutMs: 4 * TIMEOUT_MS + 1000, what: 'session ended' });
+  },
+);
+
+// Store level: the batch that reopens an idle-ended session S and then (30+ min later in
+// event time) closes it again writes S's new session_end row, then deletes "the session_end
+// rows of reopened sessions" in the same transaction.
+test(
+  'reopen then re-end in one batch keeps exactly one session_end row',
+  {},
+  async () => {
+    const stream = `unit-${env.namespace}`;
+    const T0 = Date.parse('2024-05-01T10:00:00Z');
+    const MIN = 60_000;
+    const timeoutMs = 30 * MIN;
+    const dev = 'e'.repeat(32);
+    const cache = new Map<string, SessionState>();
+    let now = Date.parse('2024-05-02T12:00:00Z');
+    const partitions = new PartitionKeeper(env.db, timescale);
+    let seq = await committedSeq(env.db, stream, 0);
+    const run = async (ops: QueuedOp[]) => {
+      const out = await processOps(ops, {
+        enricher: worker.enricher, cache, loadSessions: async () => [], timeoutMs, nowMs: () => now,
+      });
+      await partitions.ensureFor(out.events);
+      await commitShardBatch(env.db, {
+        stream, shard: 0, fromSeq: seq, toSeq: seq + 1, events: out.events, viewDurations: out.viewDurations,
+        sessions: out.sessions, reopenedSessionIds: out.reopenedSessionIds, profileOps: out.profileOps,
+      });
+      seq++;
+      for (const [k, s] of out.states) cache.set(k, s);
+      return out;
+    };
+    let n = 0;
+    const op = (at: number, name: string): QueuedTrack => ({
+      kind: 'track', id: `0190c0de-0000-7000-8000-${String(++n).padStart(12, '0')}`, projectId: 'p-unit', deviceId: dev,
+      receivedAt: new Date(now).toISOString(), name, profileId: dev, createdAt: new Date(at).toISOString(), properties: {},
+      groups: [], url: 'https://shop.example/p', title: null, referrer: null, ip: null, userAgent: UA,
+    });
+    const first = await run([op(T0, 'screen_view')]);
+    const sid = first.sessions[0]!.id;
+    now += timeoutMs;
+    await run([{ kind: 'session_check', id: 'c1', projectId: 'p-unit', deviceId: dev, receivedAt: '', sessionId: sid }]);
+    assert.deepEqual(await endsOf(sid), [T0]);
+    assert.equal(cache.get(deviceKey('p-unit', dev))!.ended, true);
+    now += 1000;
+    await run([op(T0 + 10 * MIN, 'click'), op(T0 + 50 * MIN, 'screen_view')]);
+    const row = (await env.db.query('SELECT ended, last_event_at FROM sessions WHERE id = $1', [sid])).rows[0];
+    assert.equal(row.ended, true);
+    assert.equal(row.last_event_at.getTime(), T0 + 10 * MIN);
+    assert.deepEqual(await endsOf(sid), [T0 + 10 * MIN], 'S ended by the following session has its session_end row');
+  },
+);
