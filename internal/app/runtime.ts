@@ -22,6 +22,7 @@ import { ShardManager } from '../worker/shard-manager';
 import { ShardRunner } from '../worker/shard-runner';
 import { opsRoutes, type Probe } from './ops-routes';
 import { readRoutes } from './read-routes';
+import { exportRoutes } from '../export/routes';
 import { openApiDocument } from './openapi';
 import { DASHBOARD_HTML } from './dashboard';
 
@@ -175,7 +176,9 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
       },
       onRateLimited: (scope) => metrics.rateLimited.inc({ scope }),
     })) router.add(r);
-    for (const r of readRoutes({ db, redis, keys, auth, gate, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS })) router.add(r);
+    const readDeps = { db, redis, keys, auth, gate, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS };
+    for (const r of readRoutes(readDeps)) router.add(r);
+    for (const r of exportRoutes(readDeps, { streaming: true })) router.add(r);
     const openapi = JSON.stringify(openApiDocument());
     router.add({
       method: 'GET', pattern: '/openapi.json', family: 'ops',

@@ -125,7 +125,7 @@ export class HttpServer {
       if (state.aborted) return void (await it.return?.());
       res.cork(() => {
         writeHead(r);
-        res.writeHeader('Content-Type', r.stream.contentType);
+        if (!Object.keys(r.headers ?? {}).some((k) => k.toLowerCase() === 'content-type')) res.writeHeader('Content-Type', r.stream.contentType);
       });
       try {
         for (let first = true; ; first = false) {

@@ -1,0 +1,151 @@
+// A small HTTP server that serves only exportRoutes (the real Router, HttpServer, auth,
+// rate-limit gate and readGuard), built the way internal/app/runtime.ts builds the read
+// deps, so the export tests do not depend on exportRoutes being wired into the app yet.
+// Plus helpers to write events/profiles straight into the tables of a TestEnv database.
+import { randomUUID } from 'node:crypto';
+import { Authenticator } from '../../internal/auth/auth';
+import type { ReadDeps } from '../../internal/app/read-routes';
+import type { EventRecord } from '../../internal/model/event';
+import { exportRoutes, type ExportRouteOptions } from '../../internal/export/routes';
+import { Router } from '../../internal/http/router';
+import { HttpServer } from '../../internal/http/server';
+import { createLogger } from '../../internal/obs/log';
+import { createMetrics } from '../../internal/obs/metrics';
+import { Gate } from '../../internal/ratelimit/gate';
+import { connectRedis, redisKeys } from '../../internal/redis/redis';
+import { createPool, type Pool } from '../../internal/store/db';
+import { PartitionKeeper } from '../../internal/store/writes';
+import { REDIS_URL, type TestEnv } from './harness';
+
+export interface ExportServer {
+  url: string;
+  deps: ReadDeps;
+  close(): Promise<void>;
+}
+
+export async function startExportServer(env: TestEnv, options: ExportRouteOptions & { queryTimeoutMs?: number } = {}): Promise<ExportServer> {
+  const db = createPool(env.databaseUrl, 10);
+  const redis = await connectRedis(REDIS_URL, { failFast: true });
+  const keys = redisKeys(env.namespace);
+  const deps: ReadDeps = {
+    db, redis, keys,
+    auth: new Authenticator(db),
+    gate: new Gate(redis, keys),
+    log: createLogger('silent'),
+    metrics: createMetrics(),
+    queryTimeoutMs: options.queryTimeoutMs ?? 5000,
+  };
+  const router = new Router();
+  for (const r of exportRoutes(deps, options)) router.add(r);
+  const server = new HttpServer({ router, port: 0, host: '127.0.0.1' });
+  const port = await server.listen();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    deps,
+    async close() {
+      server.close();
+      redis.disconnect();
+      await db.end();
+    },
+  };
+}
+
+/** One `events` row, every column given (jsonb_populate_recordset does not apply defaults). */
+export interface EventRow {
+  id: string;
+  project_id: string;
+  name: string;
+  device_id: string;
+  profile_id: string;
+  session_id: string | null;
+  /** ISO 8601, up to microseconds. */
+  created_at: string;
+  received_at: string;
+  properties: Record<string, unknown>;
+  groups: string[];
+  origin: string;
+  path: string;
+  title: string;
+  referrer: string;
+  referrer_name: string;
+  referrer_type: string;
+  utm_source: string;
+  utm_medium: string;
+  utm_campaign: string;
+  utm_term: string;
+  utm_content: string;
+  country: string;
+  region: string;
+  city: string;
+  latitude: number | null;
+  longitude: number | null;
+  device: string;
+  browser: string;
+  browser_version: string;
+  os: string;
+  os_version: string;
+  brand: string;
+  model: string;
+  is_bot: boolean;
+  bot_reason: string | null;
+  duration_ms: number | null;
+}
+
+export function eventRow(projectId: string, over: Partial<EventRow> & { created_at: string }): EventRow {
+  return {
+    id: randomUUID(), project_id: projectId, name: 'screen_view', device_id: 'dev', profile_id: 'dev', session_id: null,
+    received_at: over.created_at, properties: {}, groups: [], origin: '', path: '', title: '',
+    referrer: '', referrer_name: '', referrer_type: '', utm_source: '', utm_medium: '', utm_campaign: '', utm_term: '', utm_content: '',
+    country: '', region: '', city: '', latitude: null, longitude: null,
+    device: '', browser: '', browser_version: '', os: '', os_version: '', brand: '', model: '',
+    is_bot: false, bot_reason: null, duration_ms: null,
+    ...over,
+  };
+}
+
+/** Creates the monthly partitions (plain PostgreSQL) the rows need, with the worker's own code. */
+export async function ensurePartitions(db: Pool, instants: Iterable<string | number | Date>): Promise<void> {
+  const { rows } = await db.query<{ ts: boolean }>('SELECT tm_timescale() AS ts');
+  const keeper = new PartitionKeeper(db, rows[0]?.ts ?? false);
+  const months = new Map<string, Date>();
+  for (const t of instants) {
+    const d = new Date(t);
+    months.set(d.toISOString().slice(0, 7), d);
+  }
+  await keeper.ensureFor([...months.values()].map((createdAt) => ({ createdAt }) as EventRecord));
+}
+
+export async function insertEvents(db: Pool, rows: EventRow[]): Promise<void> {
+  await ensurePartitions(db, rows.map((r) => r.created_at));
+  for (let i = 0; i < rows.length; i += 2000) {
+    await db.query('INSERT INTO events SELECT * FROM jsonb_populate_recordset(NULL::events, $1::jsonb)', [JSON.stringify(rows.slice(i, i + 2000))]);
+  }
+}
+
+export interface ProfileRow {
+  project_id: string;
+  id: string;
+  first_name: string | null;
+  last_name: string | null;
+  email: string | null;
+  properties: Record<string, unknown>;
+  groups: string[];
+}
+
+export async function insertProfiles(db: Pool, rows: ProfileRow[]): Promise<void> {
+  const now = new Date().toISOString();
+  const full = rows.map((r) => ({ ...r, created_at: now, updated_at: now }));
+  await db.query('INSERT INTO profiles SELECT * FROM jsonb_populate_recordset(NULL::profiles, $1::jsonb)', [JSON.stringify(full)]);
+}
+
+/** Deterministic PRNG for generated datasets. */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
