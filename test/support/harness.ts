@@ -89,7 +89,12 @@ export class TestEnv {
     ensureServices();
     await ensureDatabase(this.databaseUrl);
     this.db = createPool(this.databaseUrl, 4);
-    await migrate(this.db);
+    try {
+      await migrate(this.db);
+    } catch (err) {
+      await this.teardown(); // a failed migration must not leave the database behind
+      throw err;
+    }
     return this;
   }
 
