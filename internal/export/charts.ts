@@ -60,7 +60,7 @@ import {
 } from '../query/period';
 import type { ExportOptions } from './events';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
-import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from './sql';
+import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
 
 export const MAX_BUCKETS = 3000;
 

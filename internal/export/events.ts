@@ -59,7 +59,7 @@ import {
   type KeysetPosition,
   type TimeBound,
 } from './params';
-import { checkRegexes, mapRegexErrors, projectTimezone, TS_TEXT, withoutJit } from './sql';
+import { checkRegexes, mapRegexErrors, projectTimezone, TS_TEXT, withoutJit } from '../query/lookups';
 
 export interface ExportOptions {
   /** Statement timeout of every query, ms (default 5000). */

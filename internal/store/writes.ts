@@ -272,16 +272,21 @@ async function applyProfileOps(c: PoolClient, ops: ProfileOp[]): Promise<OpFailu
   return failures;
 }
 
+/** Moves the shard's committed position, only if it still is where this batch started. */
+async function advanceShard(c: PoolClient, b: { stream: string; shard: number; fromSeq: number; toSeq: number }): Promise<void> {
+  const fence = await c.query(
+    'UPDATE shard_offsets SET stream_seq = $4, updated_at = now() WHERE stream = $1 AND shard = $2 AND stream_seq = $3',
+    [b.stream, b.shard, b.fromSeq, b.toSeq],
+  );
+  if (fence.rowCount !== 1) throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
+}
+
 /** Writes one shard batch atomically, fenced on the shard's committed position. */
 export async function commitShardBatch(db: Pool, b: ShardBatch): Promise<{ failures: OpFailure[] }> {
   const c = await db.connect();
   try {
     await c.query('BEGIN');
-    const fence = await c.query(
-      'UPDATE shard_offsets SET stream_seq = $4, updated_at = now() WHERE stream = $1 AND shard = $2 AND stream_seq = $3',
-      [b.stream, b.shard, b.fromSeq, b.toSeq],
-    );
-    if (fence.rowCount !== 1) throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
+    await advanceShard(c, b);
     if (b.reopenedSessionIds.length) {
       // Before the insert: a reopened session may end again within this very batch.
       await c.query(`DELETE FROM events WHERE session_id = ANY($1::uuid[]) AND name = 'session_end'`, [b.reopenedSessionIds]);
@@ -315,11 +320,7 @@ export async function commitSkipped(db: Pool, b: { stream: string; shard: number
   const c = await db.connect();
   try {
     await c.query('BEGIN');
-    const fence = await c.query(
-      'UPDATE shard_offsets SET stream_seq = $4, updated_at = now() WHERE stream = $1 AND shard = $2 AND stream_seq = $3',
-      [b.stream, b.shard, b.fromSeq, b.toSeq],
-    );
-    if (fence.rowCount !== 1) throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
+    await advanceShard(c, b);
     if (b.ops.length) {
       const clean = (v: string) => v.replace(/\u0000|\\u0000/g, '');
       await c.query(

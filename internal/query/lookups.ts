@@ -1,11 +1,9 @@
-// Small read-side helpers the export queries share. internal/insights/service.ts has the
-// same two steps as private functions (projectTimezone, checkRegexes); they are written
-// here rather than copied out of insights, and would be better placed in internal/query.
+// Read-side helpers that insights and export share: the project's timezone, regex checks.
 import { BadRequestError, NotFoundError } from '../http/errors';
-import { PG_INVALID_REGULAR_EXPRESSION, pgErrorCode, type Queryable } from '../query/db';
-import { regexValues } from '../query/filters';
-import type { Filter } from '../query/params';
-import { isValidTimeZone } from '../query/period';
+import { PG_INVALID_REGULAR_EXPRESSION, pgErrorCode, type Queryable } from './db';
+import { regexValues } from './filters';
+import type { Filter } from './params';
+import { isValidTimeZone } from './period';
 
 /** The project's IANA timezone; one Intl does not know is treated as UTC (as insights does). */
 export async function projectTimezone(db: Queryable, projectId: string): Promise<string> {
