@@ -34,12 +34,14 @@ export function createRedis(url: string, opts: { failFast?: boolean } = {}): Red
 
 export async function connectRedis(url: string, opts: { failFast?: boolean } = {}): Promise<Redis> {
   const r = createRedis(url, opts);
+  let cause: unknown = null;
+  r.on('error', (e) => (cause ??= e)); // the socket error says more than "Connection is closed"
   try {
     await r.connect();
     await r.ping();
   } catch (err) {
     r.disconnect();
-    throw new ServiceUnreachableError('Redis', url, err);
+    throw new ServiceUnreachableError('Redis', url, cause ?? err);
   }
   return r;
 }
