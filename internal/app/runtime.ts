@@ -70,6 +70,7 @@ export async function connectAll(cfg: Config, log: Logger): Promise<{ db: Pool; 
   try {
     bus = await Bus.connect({
       url: cfg.NATS_URL, namespace: cfg.TIDEMARK_NAMESPACE, shards: cfg.TIDEMARK_SHARDS, maxAgeHours: cfg.STREAM_MAX_AGE_HOURS,
+      publishTimeoutMs: cfg.INGEST_PUBLISH_TIMEOUT_MS,
     });
     await bus.ensureStream();
   } catch (err) {
@@ -191,12 +192,14 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
   }
 
   const port = roles.api ? cfg.PORT : cfg.METRICS_PORT;
+  const logRequests = log.isLevelEnabled('debug'); // one line per request at LOG_LEVEL=debug
   server = new HttpServer({
     router,
     port,
-    onResponse: ({ route, method, status, seconds }) => {
+    onResponse: ({ route, method, status, seconds, requestId }) => {
       metrics.httpRequests.inc({ route, method, status: String(status) });
       metrics.httpDuration.observe({ route, method }, seconds);
+      if (logRequests) log.debug({ requestId, route, method, status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
     },
     onError: (err, req) => log.error({ err, ...req }, 'request failed'),
   });

@@ -28,8 +28,15 @@ export function credentialsOf(req: HttpRequest): { clientId: string | undefined;
 }
 
 export class Authenticator {
-  private readonly clients: LRUCache<string, { row: ClientRow | null; verified?: Buffer }>;
+  private readonly clients: LRUCache<string, { row: ClientRow | null }>;
   private readonly projects: LRUCache<string, { row: ProjectRow | null }>;
+  /** Fingerprint of the secret verified against a stored hash, kept across row reloads. */
+  private readonly verifiedSecrets = new LRUCache<string, { secretHash: string; fp: Buffer }>({ max: 10_000 });
+  /** Recently refused secrets, so a flood of one wrong secret costs one scrypt, not one each. */
+  private readonly refused = new LRUCache<string, true>({ max: 10_000, ttl: 10_000 });
+  /** Concurrent requests share one row load and one verification. */
+  private readonly loading = new Map<string, Promise<ClientRow | null>>();
+  private readonly verifying = new Map<string, Promise<boolean>>();
 
   constructor(private readonly db: Pool, opts: AuthOptions = {}) {
     const ttl = opts.cacheTtlMs ?? 5_000;
@@ -48,24 +55,39 @@ export class Authenticator {
   /** Forgets a client at once (revocation seen by this process). */
   forget(clientId: string): void {
     this.clients.delete(clientId);
+    this.verifiedSecrets.delete(clientId);
   }
 
-  private async client(id: string): Promise<{ row: ClientRow | null; verified?: Buffer }> {
+  private async client(id: string): Promise<ClientRow | null> {
     const hit = this.clients.get(id);
-    if (hit) return hit;
-    const entry = { row: await getClient(this.db, id) };
-    this.clients.set(id, entry);
-    return entry;
+    if (hit) return hit.row;
+    let pending = this.loading.get(id);
+    if (!pending) {
+      pending = getClient(this.db, id).finally(() => this.loading.delete(id));
+      this.loading.set(id, pending);
+      pending.then((row) => this.clients.set(id, { row }), () => {});
+    }
+    return pending;
   }
 
   private async verified(clientId: string, secret: string): Promise<ClientRow> {
-    const entry = await this.client(clientId);
-    const row = entry.row;
+    const row = await this.client(clientId);
     if (!row || row.revokedAt) throw new UnauthorizedError('invalid client credentials');
     const fp = fingerprint(secret);
-    if (entry.verified && sameFingerprint(entry.verified, fp)) return row;
-    if (!(await verifySecret(secret, row.secretHash))) throw new UnauthorizedError('invalid client credentials');
-    entry.verified = fp;
+    const known = this.verifiedSecrets.get(clientId);
+    if (known && known.secretHash === row.secretHash && sameFingerprint(known.fp, fp)) return row;
+    const key = `${clientId}:${fp.toString('hex')}`;
+    if (this.refused.get(key)) throw new UnauthorizedError('invalid client credentials');
+    let check = this.verifying.get(key);
+    if (!check) {
+      check = verifySecret(secret, row.secretHash).finally(() => this.verifying.delete(key));
+      this.verifying.set(key, check);
+    }
+    if (!(await check)) {
+      this.refused.set(key, true);
+      throw new UnauthorizedError('invalid client credentials');
+    }
+    this.verifiedSecrets.set(clientId, { secretHash: row.secretHash, fp });
     return row;
   }
 
@@ -77,9 +99,9 @@ export class Authenticator {
     if (secret) {
       row = await this.verified(clientId, secret);
     } else {
-      const entry = await this.client(clientId);
-      if (!entry.row || entry.row.revokedAt) throw new UnauthorizedError('invalid client credentials');
-      row = entry.row;
+      const found = await this.client(clientId);
+      if (!found || found.revokedAt) throw new UnauthorizedError('invalid client credentials');
+      row = found;
       const origin = req.headers.origin;
       const project = await this.project(row.projectId);
       if (!origin || !project || !originAllowed(origin, project.allowedOrigins)) {

@@ -21,6 +21,8 @@ const EnvSchema = z.object({
   /** Micro-batching of ingest publishes: flush at this many ops or after this many ms. */
   INGEST_BATCH_MAX: intFrom(256, 1),
   INGEST_BATCH_MS: z.coerce.number().min(0).default(1),
+  /** How long the API waits for a JetStream ack before answering 503. */
+  INGEST_PUBLISH_TIMEOUT_MS: intFrom(5000, 100),
   /** Max ops a worker commits in one transaction. */
   WORKER_BATCH_MAX: intFrom(2000, 1),
   QUERY_TIMEOUT_MS: intFrom(5000, 100),

@@ -26,11 +26,17 @@ test('a failed publish rejects every request of its message', async () => {
   assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected']);
 });
 
-test('messages stay under maxBytes and an op too large for any message is refused', async () => {
-  const sizes: number[] = [];
-  const b = new Batcher({ maxOps: 1000, maxDelayMs: 1, maxBytes: 600, publish: async (_s, d) => { sizes.push(d.length); } });
-  await Promise.all(Array.from({ length: 10 }, (_, i) => b.add('s', op(i))));
-  assert.ok(sizes.length > 1 && sizes.every((s) => s <= 600), `sizes ${sizes}`);
-  const big = { ...op(0), properties: { blob: 'x'.repeat(1000) } } as QueuedOp;
-  await assert.rejects(b.add('s', big), OpTooLargeError);
+test('messages stay under maxBytes; a large op travels alone, compressed; one too large even so is refused', async () => {
+  const messages: Uint8Array[] = [];
+  const b = new Batcher({ maxOps: 1000, maxDelayMs: 1, maxBytes: 2000, publish: async (_s, d) => { messages.push(d); } });
+  await Promise.all(Array.from({ length: 20 }, (_, i) => b.add('s', op(i))));
+  assert.ok(messages.length > 1 && messages.every((m) => m.length <= 2000), `sizes ${messages.map((m) => m.length)}`);
+  messages.length = 0;
+  const big = { ...op(0), properties: { blob: 'x'.repeat(5000) } } as QueuedOp;
+  await b.add('s', big);
+  assert.equal(messages.length, 1);
+  assert.ok(messages[0]!.length < 2000, 'compressed below the limit');
+  assert.deepEqual(decodeBatch(messages[0]!).ops, [big]);
+  const random = { ...op(1), properties: { blob: Array.from({ length: 4000 }, () => String.fromCharCode(33 + Math.floor(Math.random() * 90))).join('') } } as QueuedOp;
+  await assert.rejects(b.add('s', random), OpTooLargeError);
 });

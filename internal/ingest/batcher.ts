@@ -2,6 +2,8 @@
 // one message at `maxOps`, at `maxBytes`, or `maxDelayMs` after the first op; every request
 // of the message is answered when that message's publish is acked.
 import { randomUUID } from 'node:crypto';
+import { deflateRaw, inflateRawSync } from 'node:zlib';
+import { promisify } from 'node:util';
 import type { QueuedBatch, QueuedOp } from '../model/event';
 
 export type PublishFn = (subject: string, data: Uint8Array, msgId: string) => Promise<unknown>;
@@ -37,9 +39,8 @@ export class Batcher {
   add(subject: string, op: QueuedOp): Promise<void> {
     const json = JSON.stringify(op);
     const size = Buffer.byteLength(json);
-    if (size + HEAD.length + TAIL.length > this.opts.maxBytes) {
-      return Promise.reject(new OpTooLargeError(`event of ${size} bytes exceeds the queue's message limit`));
-    }
+    // A large op (up to the 1 MiB body limit plus its envelope) travels alone, compressed.
+    if (size > this.opts.maxBytes / 4) return this.publishLarge(subject, json);
     let p = this.pending.get(subject);
     if (p && p.bytes + size + 1 > this.opts.maxBytes) {
       this.flush(subject);
@@ -85,6 +86,18 @@ export class Batcher {
     this.inFlight.add(job);
   }
 
+  private async publishLarge(subject: string, json: string): Promise<void> {
+    const packed = await deflate(Buffer.from(`${HEAD}${json}${TAIL}`));
+    const data = Buffer.concat([COMPRESSED_MARK, packed]);
+    if (data.length > this.opts.maxBytes) {
+      throw new OpTooLargeError(`event of ${Buffer.byteLength(json)} bytes exceeds the queue's message limit even compressed`);
+    }
+    const job = this.opts.publish(subject, data, randomUUID()).then(() => undefined);
+    const tracked = job.catch(() => {}).finally(() => this.inFlight.delete(tracked));
+    this.inFlight.add(tracked);
+    await job;
+  }
+
   /** Flushes everything pending and waits for every publish to settle (drain). */
   async flushAll(): Promise<void> {
     for (const subject of [...this.pending.keys()]) this.flush(subject);
@@ -92,6 +105,12 @@ export class Batcher {
   }
 }
 
+const deflate = promisify(deflateRaw);
+/** First byte of a compressed message; a JSON message starts with '{'. */
+const COMPRESSED_MARK = Buffer.from([0]);
+
 export function decodeBatch(data: Uint8Array): QueuedBatch {
-  return JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as QueuedBatch;
+  const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  const text = buf[0] === 0 ? inflateRawSync(buf.subarray(1)).toString('utf8') : buf.toString('utf8');
+  return JSON.parse(text) as QueuedBatch;
 }

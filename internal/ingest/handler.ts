@@ -1,6 +1,7 @@
 // POST /event and POST /track: validate, authorize, choose the device, publish, answer 202
 // only after the JetStream ack. Never blocks on PostgreSQL (clients are cached).
 import type { ZodType } from 'zod';
+import { LRUCache } from 'lru-cache';
 import { detectBot } from '../enrich/bot';
 import type { Authenticator } from '../auth/auth';
 import { BadRequestError, PayloadTooLargeError, ServiceUnavailableError, TooManyRequestsError, UnauthorizedError, UnsupportedMediaTypeError } from '../http/errors';
@@ -49,6 +50,13 @@ export function parseJsonBody<T>(req: HttpRequest, schema: ZodType<T>): T {
 
 export function ingestRoutes(deps: IngestDeps): Route[] {
   const now = deps.now ?? Date.now;
+  const botVerdicts = new LRUCache<string, boolean>({ max: 10_000 });
+  const isBotUa = (ua: string | null) => {
+    const key = ua ?? '';
+    let v = botVerdicts.get(key);
+    if (v === undefined) botVerdicts.set(key, (v = detectBot(ua).isBot));
+    return v;
+  };
 
   async function accept(req: HttpRequest, plan: (ctx: OpContext) => PlannedOp, projectId: string, client: { id: string; ingestRate: number }): Promise<HttpResponse> {
     const receivedMs = now();
@@ -67,7 +75,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       previousDeviceId = deviceIdFor(salts.previous, userAgent ?? '', ip ?? '', projectId);
     }
     // Live visitors: recent, non-bot events only (a backfilled event is not live).
-    const live = planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !detectBot(userAgent).isBot ? planned.eventMs : null;
+    const live = planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !isBotUa(userAgent) ? planned.eventMs : null;
     let gate: GateResult;
     try {
       gate = await deps.gate.ingest({

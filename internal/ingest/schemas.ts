@@ -24,9 +24,18 @@ export const Timestamp = z
   .regex(ISO_DATE_TIME, 'must be an ISO 8601 date-time')
   .refine((s) => !Number.isNaN(parseIsoMs(s)), 'must be a valid ISO 8601 date-time');
 
-export function parseIsoMs(s: string): number {
+/** ms since the epoch, or NaN for anything that is not a real calendar date and time. */
+export function parseIsoMs(input: string): number {
+  const s = input.toUpperCase();
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2}))?)?/.exec(s);
+  if (!m) return NaN;
+  const [, y, mo, d, h = '0', mi = '0', sec = '0'] = m;
+  // Date.parse rolls 2024-02-30 over into March; a real date must round-trip.
+  const probe = new Date(Date.UTC(Number(y), Number(mo) - 1, Number(d)));
+  if (probe.getUTCFullYear() !== Number(y) || probe.getUTCMonth() !== Number(mo) - 1 || probe.getUTCDate() !== Number(d)) return NaN;
+  if (Number(h) > 23 || Number(mi) > 59 || Number(sec) > 59) return NaN;
   const hasTime = /[T ]\d{2}:/.test(s);
-  const hasOffset = /(?:Z|[+-]\d{2}:?\d{2})$/i.test(s);
+  const hasOffset = /(?:Z|[+-]\d{2}:?\d{2})$/.test(s);
   const normalised = hasTime ? (hasOffset ? s : `${s}Z`).replace(' ', 'T') : `${s}T00:00:00Z`;
   return Date.parse(normalised);
 }

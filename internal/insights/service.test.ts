@@ -11,6 +11,7 @@ import { SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
 import { withTimeout } from '../query/db';
 import { QueryTimeoutError } from '../query/errors';
 import { parsePageParams, parsePeriodParams, type Filter, type PageParams } from '../query/params';
+import { refreshRollups } from '../store/rollups';
 import {
   getBreakdown,
   getMetrics,
@@ -455,6 +456,14 @@ before(async () => {
       data.set(p.id, sessions);
       await insertDataset(client, p.id, sessions);
     }
+    // As the worker does: every hour with sessions is logged for the rollup refresh. The
+    // hours before 2026-03-10 12:00Z are then rolled up, the later ones stay in the log, so
+    // unfiltered queries read rollups and the raw tail together (rollups.ts).
+    await client.query(
+      `INSERT INTO rollup_invalidations (project_id, bucket)
+       SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions`,
+    );
+    while ((await refreshRollups(pool, false, { before: new Date('2026-03-10T12:00:00Z') })).buckets > 0);
     await client.query('ANALYZE');
   } finally {
     client.release();

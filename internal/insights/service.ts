@@ -7,6 +7,9 @@
 //   in byte order (COLLATE "C"), so the order does not depend on the database locale.
 // - A page's title is the latest non-empty title among its counted views ('' if none).
 // - A project whose stored timezone Intl does not know is treated as UTC.
+// - Unfiltered metrics and breakdowns over whole UTC hours read the hourly rollups plus the
+//   raw sessions of the hours not yet rolled up (rollups.ts, planFor); the answer is the
+//   same as the raw path's, which stays for everything else and can be forced (path: 'raw').
 import { NotFoundError, BadRequestError } from '../http/errors';
 import { DIMENSION_PREFIX, SCREEN_VIEW, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
 import {
@@ -21,6 +24,7 @@ import { compileAll, regexValues, splitFilters, SqlParams, type SplitFilters } f
 import type { Filter, PageParams, PeriodParams } from '../query/params';
 import { isValidTimeZone, resolvePeriod, type Period } from '../query/period';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
+import { planFor, rollupBreakdownSql, rollupMetricsSql, type InsightsPath, type ReadPlan } from './rollups';
 import { scopedSessionsSql, type SessionScope } from './sessions';
 
 export const BREAKDOWN_DIMENSIONS = SESSION_DIMENSIONS;
@@ -30,9 +34,13 @@ export function isBreakdownDimension(name: string): name is BreakdownDimension {
   return (BREAKDOWN_DIMENSIONS as readonly string[]).includes(name);
 }
 
+export { planFor, type InsightsPath, type ReadPlan } from './rollups';
+
 export interface InsightsOptions {
   /** Statement timeout of every query, ms (default 5000). */
   statementTimeoutMs?: number;
+  /** 'auto' (default): rollups where planFor() allows; 'raw': always the raw tables. */
+  path?: InsightsPath;
 }
 
 export interface MetricValues {
@@ -72,6 +80,8 @@ interface QueryContext {
   projectId: string;
   period: Period;
   filters: SplitFilters;
+  /** Metrics and breakdowns: rollups or raw rows (planFor, decided once per query). */
+  plan: ReadPlan;
 }
 
 /** Totals and one row per bucket (empty buckets as zeros). */
@@ -84,21 +94,7 @@ export async function getMetrics(
 ): Promise<MetricsResponse> {
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
     const p = new SqlParams();
-    const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: true });
-    const buckets = p.add(ctx.period.buckets.map((b) => b.toISOString()));
-    // width_bucket over the bucket starts gives the 1-based bucket index; the () grouping
-    // set adds the totals row (bucket NULL), so unique visitors stay exact in both.
-    const sql = `
-      WITH s AS (${sessionsSql})
-      SELECT width_bucket(s.started_at, ${buckets}::timestamptz[]) AS bucket,
-             count(*) AS sessions,
-             count(*) FILTER (WHERE s.is_bounce) AS bounces,
-             count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
-             coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
-             coalesce(sum(s.screen_view_count), 0) AS screen_views,
-             count(DISTINCT s.profile_id) AS visitors
-      FROM s
-      GROUP BY GROUPING SETS ((width_bucket(s.started_at, ${buckets}::timestamptz[])), ())`;
+    const sql = ctx.plan === 'rollup' ? rollupMetricsSql(scopeOf(ctx), ctx.period.buckets, p) : rawMetricsSql(ctx, p);
     const { rows } = await ctx.db.query<MetricsRow>(sql, p.values);
     const empty = metricValues(undefined);
     let totals = empty;
@@ -112,6 +108,25 @@ export async function getMetrics(
       series: ctx.period.buckets.map((b, i) => ({ date: b.toISOString(), ...(byBucket.get(i + 1) ?? empty) })),
     };
   });
+}
+
+/** Metrics from the raw sessions: one row per bucket index and the totals row (bucket NULL). */
+function rawMetricsSql(ctx: QueryContext, p: SqlParams): string {
+  const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: true });
+  const buckets = p.add(ctx.period.buckets.map((b) => b.toISOString()));
+  // width_bucket over the bucket starts gives the 1-based bucket index; the () grouping
+  // set adds the totals row (bucket NULL), so unique visitors stay exact in both.
+  return `
+    WITH s AS (${sessionsSql})
+    SELECT width_bucket(s.started_at, ${buckets}::timestamptz[]) AS bucket,
+           count(*) AS sessions,
+           count(*) FILTER (WHERE s.is_bounce) AS bounces,
+           count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
+           coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
+           coalesce(sum(s.screen_view_count), 0) AS screen_views,
+           count(DISTINCT s.profile_id) AS visitors
+    FROM s
+    GROUP BY GROUPING SETS ((width_bucket(s.started_at, ${buckets}::timestamptz[])), ())`;
 }
 
 interface MetricsRow {
@@ -212,22 +227,9 @@ export async function getBreakdown(
   const parent = DIMENSION_PREFIX[dimension];
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
     const p = new SqlParams();
-    const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: true });
-    // Identifiers come from SESSION_DIMENSIONS / DIMENSION_PREFIX only.
-    const prefixSelect = parent ? `, s.${parent} AS prefix` : '';
-    const prefixGroup = parent ? `, s.${parent}` : '';
-    const prefixOrder = parent ? `, s.${parent} COLLATE "C"` : '';
-    const sql = `
-      WITH s AS (${sessionsSql})
-      SELECT s.${dimension} AS name${prefixSelect},
-             count(*) AS sessions,
-             count(*) FILTER (WHERE s.is_bounce) AS bounces,
-             count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
-             coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms
-      FROM s
-      GROUP BY s.${dimension}${prefixGroup}
-      ORDER BY sessions DESC, s.${dimension} COLLATE "C"${prefixOrder}
-      LIMIT ${p.add(ctx.limit)} OFFSET ${p.add(ctx.offset)}`;
+    const sql = ctx.plan === 'rollup'
+      ? rollupBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset)
+      : rawBreakdownSql(ctx, dimension, p);
     const { rows } = await ctx.db.query<BreakdownSqlRow>(sql, p.values);
     return rows.map((row): BreakdownRow => {
       const sessions = toNumber(row.sessions);
@@ -240,6 +242,27 @@ export async function getBreakdown(
       };
     });
   }, pageOf(params));
+}
+
+/** A breakdown from the raw sessions (the only path with filters). */
+function rawBreakdownSql(ctx: QueryContext & Page, dimension: BreakdownDimension, p: SqlParams): string {
+  const parent = DIMENSION_PREFIX[dimension];
+  const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: true });
+  // Identifiers come from SESSION_DIMENSIONS / DIMENSION_PREFIX only.
+  const prefixSelect = parent ? `, s.${parent} AS prefix` : '';
+  const prefixGroup = parent ? `, s.${parent}` : '';
+  const prefixOrder = parent ? `, s.${parent} COLLATE "C"` : '';
+  return `
+    WITH s AS (${sessionsSql})
+    SELECT s.${dimension} AS name${prefixSelect},
+           count(*) AS sessions,
+           count(*) FILTER (WHERE s.is_bounce) AS bounces,
+           count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
+           coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms
+    FROM s
+    GROUP BY s.${dimension}${prefixGroup}
+    ORDER BY sessions DESC, s.${dimension} COLLATE "C"${prefixOrder}
+    LIMIT ${p.add(ctx.limit)} OFFSET ${p.add(ctx.offset)}`;
 }
 
 interface BreakdownSqlRow {
@@ -285,8 +308,9 @@ async function runInsightsQuery<T>(
     const timezone = await projectTimezone(db, projectId);
     await checkRegexes(db, params.filters);
     const period = resolvePeriod(params, timezone, now);
+    const plan = planFor(period, params.filters, options.path);
     try {
-      return await query({ db, projectId, period, filters: splitFilters(params.filters), ...page });
+      return await query({ db, projectId, period, filters: splitFilters(params.filters), plan, ...page });
     } catch (err) {
       if (pgErrorCode(err) === PG_INVALID_REGULAR_EXPRESSION) {
         throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);

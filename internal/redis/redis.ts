@@ -23,6 +23,8 @@ export type RedisKeys = ReturnType<typeof redisKeys>;
 export function createRedis(url: string, opts: { failFast?: boolean } = {}): Redis {
   const r = new Redis(url, {
     lazyConnect: true,
+    // Concurrent requests' commands share socket writes.
+    enableAutoPipelining: true,
     enableOfflineQueue: !opts.failFast,
     maxRetriesPerRequest: opts.failFast ? 0 : null,
     connectTimeout: 3000,
