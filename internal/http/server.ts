@@ -1,6 +1,6 @@
 // The uWebSockets.js glue: turns uWS requests into HttpRequest, runs the route, writes the
 // HttpResponse. Body size limit, CORS preflight, draining and per-route timing live here.
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { loadNativeUws, type UWS } from './uws';
 import { Router } from './router';
 import { errorResponse } from './respond';
@@ -37,6 +37,9 @@ export class HttpServer {
   private draining = false;
   private idleWaiters: (() => void)[] = [];
   private uws = loadNativeUws();
+  /** Request ids: a random per-process prefix and a counter (unique, and cheap on the hot path). */
+  private readonly idPrefix = `${randomBytes(4).toString('hex')}-`;
+  private requestCounter = 0;
   port = 0;
 
   constructor(private readonly opts: ServerOptions) {}
@@ -85,7 +88,7 @@ export class HttpServer {
     req.forEach((k, v) => {
       headers[k] = k in headers ? `${headers[k]}, ${v}` : v;
     });
-    const requestId = headers['x-request-id']?.slice(0, 128) || randomUUID();
+    const requestId = headers['x-request-id']?.slice(0, 128) || `${this.idPrefix}${(++this.requestCounter).toString(36)}`;
     const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
     const state = { aborted: false, done: false };
     res.onAborted(() => {

@@ -8,9 +8,9 @@ import { BadRequestError, PayloadTooLargeError, ServiceUnavailableError, TooMany
 import type { Route } from '../http/router';
 import type { HttpRequest, HttpResponse } from '../http/types';
 import { shardOf } from '../bus/bus';
-import { rateHeaders, type Gate, type GateResult } from '../ratelimit/gate';
+import { deviceWindow, rateHeaders, type Gate, type GateResult } from '../ratelimit/gate';
 import { OpTooLargeError, type Batcher } from './batcher';
-import { deviceIdFor, type SaltKeeper } from './identity';
+import { DeviceIdCache, type SaltKeeper } from './identity';
 import { clientIp, planEvent, planTrackBody, type OpContext, type PlannedOp } from './ops';
 import { EventBody, TrackBody } from './schemas';
 
@@ -51,6 +51,7 @@ export function parseJsonBody<T>(req: HttpRequest, schema: ZodType<T>): T {
 export function ingestRoutes(deps: IngestDeps): Route[] {
   const now = deps.now ?? Date.now;
   const botVerdicts = new LRUCache<string, boolean>({ max: 10_000 });
+  const deviceIds = new DeviceIdCache(50_000);
   const isBotUa = (ua: string | null) => {
     const key = ua ?? '';
     let v = botVerdicts.get(key);
@@ -66,13 +67,14 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     const ip = clientIp(req.headers, req.remoteAddress, planned.ipOverride);
     let deviceId: string;
     let previousDeviceId = '';
+    const window = deviceWindow(receivedMs);
     if (planned.deviceOverride) deviceId = planned.deviceOverride;
     else {
       const salts = await deps.salts.salts(receivedMs).catch((err) => {
         throw Object.assign(new ServiceUnavailableError('device salts unavailable (Redis); retry'), { cause: err });
       });
-      deviceId = deviceIdFor(salts.current, userAgent ?? '', ip ?? '', projectId);
-      previousDeviceId = deviceIdFor(salts.previous, userAgent ?? '', ip ?? '', projectId);
+      deviceId = deviceIds.get(salts.current, userAgent ?? '', ip ?? '', projectId);
+      if (window.tryPrevious) previousDeviceId = deviceIds.get(salts.previous, userAgent ?? '', ip ?? '', projectId);
     }
     // Live visitors: recent, non-bot events only (a backfilled event is not live).
     const live = planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !isBotUa(userAgent) ? planned.eventMs : null;
@@ -80,6 +82,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     try {
       gate = await deps.gate.ingest({
         clientId: client.id, ratePerSecond: client.ingestRate, projectId, deviceId, previousDeviceId,
+        markSeen: window.markSeen && !planned.deviceOverride,
         profileId: planned.profileId ?? '', liveAtMs: live, nowMs: receivedMs,
       });
     } catch (err) {

@@ -1,6 +1,7 @@
 // Device identity (semantics.md "Identity"): a keyed hash of user-agent + client IP +
 // project id under a daily salt rotated at 00:00 UTC; the previous day's salt is tried too.
 import { createHmac, randomBytes } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { Redis, RedisKeys } from '../redis/redis';
 
 export function utcDay(ms: number): string {
@@ -9,6 +10,20 @@ export function utcDay(ms: number): string {
 
 export function deviceIdFor(salt: string, userAgent: string, ip: string, projectId: string): string {
   return createHmac('sha256', salt).update(`${userAgent}\n${ip}\n${projectId}`).digest('hex').slice(0, 32);
+}
+
+/** Remembers recent device ids: a returning device costs a map lookup, not an HMAC. */
+export class DeviceIdCache {
+  private readonly cache: LRUCache<string, string>;
+  constructor(max: number) {
+    this.cache = new LRUCache({ max });
+  }
+  get(salt: string, userAgent: string, ip: string, projectId: string): string {
+    const key = `${salt}\n${userAgent}\n${ip}\n${projectId}`;
+    let id = this.cache.get(key);
+    if (id === undefined) this.cache.set(key, (id = deviceIdFor(salt, userAgent, ip, projectId)));
+    return id;
+  }
 }
 
 /** Today's and yesterday's salts, shared by every API process through Redis. */

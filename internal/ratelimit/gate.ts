@@ -14,19 +14,16 @@ if limit > 0 then
   if count > limit then return {0, count, ttl, ''} end
 end
 local device = ARGV[7]
-if ARGV[8] ~= '' then
-  if redis.call('EXISTS', KEYS[4]) == 0 and redis.call('EXISTS', KEYS[5]) == 1 then
-    device = ARGV[8]
-    redis.call('EXPIRE', KEYS[5], ARGV[10])
-  else
-    redis.call('SET', KEYS[4], '1', 'EX', ARGV[10])
-  end
+if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[4]) == 0 and redis.call('EXISTS', KEYS[5]) == 1 then
+  device = ARGV[8]
+  redis.call('EXPIRE', KEYS[5], ARGV[10])
+elseif ARGV[9] == '1' then
+  redis.call('SET', KEYS[4], '1', 'EX', ARGV[10])
 end
 if ARGV[5] ~= '' then
   local profile = ARGV[4]
   if profile == '' then profile = device end
   redis.call('ZADD', KEYS[3], 'GT', ARGV[5], profile)
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[9])
   redis.call('PEXPIRE', KEYS[3], 600000)
 end
 return {1, count, ttl, device}
@@ -60,9 +57,11 @@ export interface IngestGateInput {
   /** Requests per second; 0 = no limit. */
   ratePerSecond: number;
   projectId: string;
-  /** Device id with today's salt, and with yesterday's ('' when the device id was given). */
+  /** Device id with today's salt, and with yesterday's ('' when it cannot matter: see deviceWindow). */
   deviceId: string;
   previousDeviceId: string;
+  /** Remember the device as seen (only needed shortly before a salt change). */
+  markSeen: boolean;
   /** The explicit profile id, or '' to use the chosen device id. */
   profileId: string;
   /** Event time in ms when the event counts as live now, else null. */
@@ -72,6 +71,17 @@ export interface IngestGateInput {
 
 export const LIVE_WINDOW_MS = 5 * 60 * 1000;
 const SEEN_TTL_SECONDS = 30 * 60;
+const DAY_MS = 86_400_000;
+
+/**
+ * The salt changes at 00:00 UTC and a visit continues across it for up to 30 minutes of
+ * inactivity: devices need marking as seen only in the 30 minutes before midnight, and the
+ * previous salt's id only needs trying in the 30 minutes after it.
+ */
+export function deviceWindow(nowMs: number): { markSeen: boolean; tryPrevious: boolean } {
+  const intoDay = ((nowMs % DAY_MS) + DAY_MS) % DAY_MS;
+  return { markSeen: intoDay >= DAY_MS - SEEN_TTL_SECONDS * 1000, tryPrevious: intoDay < SEEN_TTL_SECONDS * 1000 };
+}
 
 export class Gate {
   constructor(private readonly redis: Redis, private readonly keys: RedisKeys) {
@@ -90,7 +100,7 @@ export class Gate {
       this.keys.seen(i.previousDeviceId || i.deviceId),
       i.ratePerSecond, windowMs, i.clientId, i.profileId,
       i.liveAtMs === null ? '' : String(i.liveAtMs), i.nowMs, i.deviceId, i.previousDeviceId,
-      i.nowMs - LIVE_WINDOW_MS, SEEN_TTL_SECONDS,
+      i.markSeen ? '1' : '0', SEEN_TTL_SECONDS,
     )) as [number, number, number, string];
     return toResult(r, i.ratePerSecond, windowMs, r[3]);
   }
