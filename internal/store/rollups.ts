@@ -10,6 +10,7 @@ export interface RefreshResult {
 interface Invalidation {
   project_id: string;
   bucket: Date;
+  shard: number;
   version: number;
 }
 
@@ -25,7 +26,7 @@ export async function rollupRelations(db: Pool): Promise<string[]> {
 export async function refreshRollups(db: Pool, timescale: boolean, opts: { limit?: number; before?: Date } = {}): Promise<RefreshResult> {
   const before = opts.before ?? new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000);
   const { rows } = await db.query<Invalidation>(
-    `SELECT project_id, bucket, version FROM rollup_invalidations WHERE bucket < $1 ORDER BY bucket, project_id LIMIT $2`,
+    `SELECT project_id, bucket, shard, version FROM rollup_invalidations WHERE bucket < $1 ORDER BY bucket, project_id, shard LIMIT $2`,
     [before.toISOString(), opts.limit ?? 500],
   );
   if (!rows.length) return { buckets: 0 };
@@ -47,20 +48,29 @@ export async function refreshRollups(db: Pool, timescale: boolean, opts: { limit
       }
     }
     await db.query(
-      `DELETE FROM rollup_invalidations i USING unnest($1::text[], $2::timestamptz[], $3::int8[]) AS u(p, b, v)
-       WHERE i.project_id = u.p AND i.bucket = u.b AND i.version = u.v`,
-      [rows.map((r) => r.project_id), rows.map((r) => r.bucket.toISOString()), rows.map((r) => r.version)],
+      `DELETE FROM rollup_invalidations i USING unnest($1::text[], $2::timestamptz[], $3::int4[], $4::int8[]) AS u(p, b, s, v)
+       WHERE i.project_id = u.p AND i.bucket = u.b AND i.shard = u.s AND i.version = u.v`,
+      [rows.map((r) => r.project_id), rows.map((r) => r.bucket.toISOString()), rows.map((r) => r.shard), rows.map((r) => r.version)],
     );
     return { buckets: rows.length };
   }
+  // One recompute per (project, hour), however many shards logged it.
+  const byBucket = new Map<string, Invalidation[]>();
   for (const r of rows) {
+    const k = `${r.project_id}\u0000${r.bucket.toISOString()}`;
+    byBucket.set(k, [...(byBucket.get(k) ?? []), r]);
+  }
+  for (const group of byBucket.values()) {
+    const r = group[0]!;
     const c = await db.connect();
     try {
       await c.query('BEGIN');
       await c.query('SELECT tm_refresh_rollup_bucket($1, $2)', [r.project_id, r.bucket.toISOString()]);
-      await c.query('DELETE FROM rollup_invalidations WHERE project_id = $1 AND bucket = $2 AND version = $3', [
-        r.project_id, r.bucket.toISOString(), r.version,
-      ]);
+      await c.query(
+        `DELETE FROM rollup_invalidations i USING unnest($3::int4[], $4::int8[]) AS u(s, v)
+         WHERE i.project_id = $1 AND i.bucket = $2 AND i.shard = u.s AND i.version = u.v`,
+        [r.project_id, r.bucket.toISOString(), group.map((g) => g.shard), group.map((g) => g.version)],
+      );
       await c.query('COMMIT');
     } catch (err) {
       await c.query('ROLLBACK').catch(() => {});

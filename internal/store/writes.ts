@@ -161,11 +161,11 @@ async function upsertSessions(c: PoolClient, sessions: SessionState[]): Promise<
 const HOUR_MS = 3_600_000;
 
 /**
- * Logs the (project, hour) buckets whose sessions changed. Always an UPDATE of the version
- * on conflict, so the row lock orders this commit against a concurrent rollup refresh; the
- * sorted order keeps two workers from deadlocking.
+ * Logs the (project, hour) buckets whose sessions changed, in this shard's own rows (no
+ * waiting on other shards). Always an UPDATE of the version on conflict, so the row lock
+ * orders this commit against a concurrent rollup refresh.
  */
-async function invalidateRollups(c: PoolClient, sessions: SessionState[]): Promise<void> {
+async function invalidateRollups(c: PoolClient, shard: number, sessions: SessionState[]): Promise<void> {
   if (!sessions.length) return;
   const keys = new Map<string, [string, number]>();
   for (const s of sessions) {
@@ -174,10 +174,10 @@ async function invalidateRollups(c: PoolClient, sessions: SessionState[]): Promi
   }
   const rows = [...keys.values()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] - b[1]));
   await c.query(
-    `INSERT INTO rollup_invalidations (project_id, bucket)
-     SELECT p, b FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS u(p, b, i) ORDER BY i
-     ON CONFLICT (project_id, bucket) DO UPDATE SET version = nextval('rollup_version_seq')`,
-    [rows.map((r) => r[0]), rows.map((r) => new Date(r[1]).toISOString())],
+    `INSERT INTO rollup_invalidations (project_id, bucket, shard)
+     SELECT p, b, $3 FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS u(p, b, i) ORDER BY i
+     ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
+    [rows.map((r) => r[0]), rows.map((r) => new Date(r[1]).toISOString()), shard],
   );
 }
 
@@ -294,7 +294,7 @@ export async function commitShardBatch(db: Pool, b: ShardBatch): Promise<{ failu
     await insertEvents(c, b.events);
     await updateViewDurations(c, b.viewDurations);
     await upsertSessions(c, b.sessions);
-    await invalidateRollups(c, b.sessions);
+    await invalidateRollups(c, b.shard, b.sessions);
     const failures = await applyProfileOps(c, b.profileOps);
     await c.query('COMMIT');
     return { failures };
