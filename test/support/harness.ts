@@ -152,7 +152,19 @@ export async function spawnApp(
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
-  await waitFor(() => out.includes('tidemark started') || child.exitCode !== null, { timeoutMs: 30_000, what: `${script} to start` });
+  const healthy = async () => {
+    try {
+      return (await fetch(`http://127.0.0.1:${port}/healthz`)).ok;
+    } catch {
+      return false;
+    }
+  };
+  try {
+    await waitFor(async () => child.exitCode !== null || (await healthy()), { timeoutMs: 60_000, what: `${script} to start` });
+  } catch (err) {
+    child.kill('SIGKILL'); // never leave a half-started child behind
+    throw new Error(`${(err as Error).message}\n${out}`);
+  }
   if (child.exitCode !== null) throw new Error(`${script} exited: ${out}`);
   return { child, url: `http://127.0.0.1:${port}`, port, logs: () => out };
 }
