@@ -1,6 +1,6 @@
 // `npm run bench`: the whole benchmark suite in sequence — ingest (bench/ingest.ts), pipeline
 // lag (bench/lag.ts), queries (bench/queries.ts), export (bench/export.ts, else the export
-// latency test test/export-bench.test.ts) — writing one section of bench/RESULTS.md and one
+// latency benchmark bench/export.ts) — writing one section of bench/RESULTS.md and one
 // SVG bar chart (bench/charts/<name>.svg, linked from the section) per benchmark, so that
 // runs can be compared by diffing RESULTS.md and looking at the charts.
 //
@@ -216,17 +216,9 @@ const queries: Bench = async (quick) => {
   return { name: 'queries', status: code === 0 ? 'ok' : 'failed' };
 };
 
-/** Export: bench/export.ts when there is one, else the export latency test (EXPORT_BENCH=1). */
+/** Export: the export latency benchmark bench/export.ts (node:test file, ~1M events). */
 const exportBench: Bench = async (quick) => {
-  if (existsSync(path.join(BENCH, 'export.ts'))) {
-    const { code, stdout } = await tsx('bench/export.ts', [...(quick ? ['--quick'] : []), '--no-write']);
-    const md = sectionOf(stdout, 'Export');
-    if (!md) return { name: 'export', status: 'failed', note: `bench/export.ts exited ${code} without a "## Export" section` };
-    const link = writeChart('export.svg', barChartSvg({ title: 'Export: latency p95 (lower is better)', unit: 'ms', bars: tableColumn(md, /p95/i) }));
-    writeSection('Export', `${md}\n\n![export latency](${link})\n`);
-    return { name: 'export', status: code === 0 ? 'ok' : 'failed' };
-  }
-  const test = 'test/export-bench.test.ts';
+  const test = 'bench/export.ts';
   if (!existsSync(path.join(ROOT, test))) return { name: 'export', status: 'skipped', note: 'no export benchmark script' };
   // The test pages to page 1000 of limit=1000: it needs its full million events, so a
   // quick run leaves it out.
@@ -235,7 +227,7 @@ const exportBench: Bench = async (quick) => {
   const runs = process.env.EXPORT_BENCH_RUNS ?? '30';
   const machine = machineInfo();
   const { code, stdout } = await runChild(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', test], {
-    EXPORT_BENCH: '1', EXPORT_BENCH_EVENTS: events, EXPORT_BENCH_RUNS: runs,
+    EXPORT_BENCH_EVENTS: events, EXPORT_BENCH_RUNS: runs,
   });
   const rows: { label: string; p50: number; p95: number; runs: number; kib: number }[] = [];
   for (const m of stdout.matchAll(/^[\s#]*(.+?)\s+p50\s+([\d.]+) ms\s+p95\s+([\d.]+) ms\s+\((\d+) runs, (\d+) KiB\)/gm)) {
@@ -246,7 +238,7 @@ const exportBench: Bench = async (quick) => {
   const inserted = /inserted \d+ \+ \d+ events in \d+ ms/.exec(stdout)?.[0];
   if (!rows.length) return { name: 'export', status: 'failed', note: `${test} exited ${code} with no timing lines` };
   const L = ['## Export', ''];
-  L.push(`Command: \`EXPORT_BENCH=1 EXPORT_BENCH_EVENTS=${events} EXPORT_BENCH_RUNS=${runs} node --import tsx --test ${test}\` (via \`npm run bench${quick ? ' -- --quick' : ''}\`)`, '');
+  L.push(`Command: \`EXPORT_BENCH_EVENTS=${events} EXPORT_BENCH_RUNS=${runs} node --import tsx --test ${test}\` (via \`npm run bench${quick ? ' -- --quick' : ''}\`)`, '');
   L.push(`Machine: ${machine.nproc} CPUs, ${machine.cpu}, Node ${machine.node}; load average before: ${machine.load}. Date: ${machine.date}. ${Number(events).toLocaleString('en-US')} events of one project over 30 days (+20% in another project)${inserted ? `; ${inserted}` : ''}; requests through the HTTP stack of the export routes.`, '');
   L.push('| Request | p50 ms | p95 ms | runs | KiB |', '|---|---:|---:|---:|---:|');
   for (const r of rows) L.push(`| ${r.label} | ${r.p50.toFixed(1)} | ${r.p95.toFixed(1)} | ${r.runs} | ${r.kib} |`);
