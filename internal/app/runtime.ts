@@ -18,6 +18,7 @@ import { createPool, ensureDatabase, ServiceUnreachableError, type Pool } from '
 import { migrate, pendingMigrations } from '../store/migrate';
 import { PartitionKeeper } from '../store/writes';
 import { refreshRollups } from '../store/rollups';
+import { pgSaltStore } from '../store/maintenance';
 import { ShardManager } from '../worker/shard-manager';
 import { ShardRunner } from '../worker/shard-runner';
 import { opsRoutes, type Probe } from './ops-routes';
@@ -86,7 +87,7 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
   const metrics = createMetrics();
   const { db, redis, bus, timescale } = await connectAll(cfg, log);
   const keys = redisKeys(cfg.TIDEMARK_NAMESPACE);
-  const salts = new SaltKeeper(redis, keys);
+  const salts = new SaltKeeper(redis, keys, pgSaltStore(db));
   let draining = false;
   let migrationsApplied = true; // connectAll applied every migration this version ships
 
@@ -196,6 +197,7 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
   server = new HttpServer({
     router,
     port,
+    maxInFlight: cfg.MAX_IN_FLIGHT,
     onResponse: ({ route, method, status, seconds, requestId }) => {
       metrics.httpRequests.inc({ route, method, status: String(status) });
       metrics.httpDuration.observe({ route, method }, seconds);

@@ -1,7 +1,7 @@
 // Who is calling: client credentials (and the OpenPanel header aliases), browser clients
 // by Origin, and the mode/project rules of semantics.md "Access".
 import { LRUCache } from 'lru-cache';
-import { ForbiddenError, UnauthorizedError } from '../http/errors';
+import { ForbiddenError, ServiceUnavailableError, UnauthorizedError } from '../http/errors';
 import type { HttpRequest } from '../http/types';
 import { getClient, getProject, type ClientRow, type ProjectRow } from '../store/accounts';
 import type { Pool } from '../store/db';
@@ -34,6 +34,9 @@ export class Authenticator {
   private readonly verifiedSecrets = new LRUCache<string, { secretHash: string; fp: Buffer }>({ max: 10_000 });
   /** Recently refused secrets, so a flood of one wrong secret costs one scrypt, not one each. */
   private readonly refused = new LRUCache<string, true>({ max: 10_000, ttl: 10_000 });
+  /** The last row read per client and project, used while PostgreSQL cannot be read. */
+  private readonly lastKnownClients = new LRUCache<string, { row: ClientRow | null }>({ max: 10_000 });
+  private readonly lastKnownProjects = new LRUCache<string, { row: ProjectRow | null }>({ max: 10_000 });
   /** Concurrent requests share one row load and one verification. */
   private readonly loading = new Map<string, Promise<ClientRow | null>>();
   private readonly verifying = new Map<string, Promise<boolean>>();
@@ -47,15 +50,31 @@ export class Authenticator {
   async project(id: string): Promise<ProjectRow | null> {
     const hit = this.projects.get(id);
     if (hit) return hit.row;
-    const row = await getProject(this.db, id);
+    let row: ProjectRow | null;
+    try {
+      row = await getProject(this.db, id);
+    } catch (err) {
+      return this.fallback(this.lastKnownProjects.get(id), err);
+    }
     this.projects.set(id, { row });
+    this.lastKnownProjects.set(id, { row });
     return row;
+  }
+
+  /**
+   * PostgreSQL is away: ingest goes on with the rows last read (revocation is still checked
+   * per request in Redis); a client never seen by this process gets a 503, not a 500.
+   */
+  private fallback<T>(known: { row: T } | undefined, err: unknown): T {
+    if (known) return known.row;
+    throw Object.assign(new ServiceUnavailableError('client store unavailable; retry with backoff'), { cause: err });
   }
 
   /** Forgets a client at once (revocation seen by this process). */
   forget(clientId: string): void {
     this.clients.delete(clientId);
     this.verifiedSecrets.delete(clientId);
+    this.lastKnownClients.delete(clientId);
   }
 
   private async client(id: string): Promise<ClientRow | null> {
@@ -63,9 +82,15 @@ export class Authenticator {
     if (hit) return hit.row;
     let pending = this.loading.get(id);
     if (!pending) {
-      pending = getClient(this.db, id).finally(() => this.loading.delete(id));
+      pending = getClient(this.db, id)
+        .then((row) => {
+          this.clients.set(id, { row });
+          this.lastKnownClients.set(id, { row });
+          return row;
+        })
+        .catch((err) => this.fallback(this.lastKnownClients.get(id), err))
+        .finally(() => this.loading.delete(id));
       this.loading.set(id, pending);
-      pending.then((row) => this.clients.set(id, { row }), () => {});
     }
     return pending;
   }

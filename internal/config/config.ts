@@ -26,6 +26,8 @@ const EnvSchema = z.object({
   /** Max ops a worker commits in one transaction. */
   WORKER_BATCH_MAX: intFrom(2000, 1),
   QUERY_TIMEOUT_MS: intFrom(5000, 100),
+  /** Requests in flight per process before new ones are shed with 503. */
+  MAX_IN_FLIGHT: intFrom(10000, 1),
   /** Days of raw events/sessions to keep; 0 keeps everything. */
   RETENTION_DAYS: intFrom(0, 0),
   /** JetStream stream max age in hours (how long an unprocessed message is kept). */

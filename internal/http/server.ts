@@ -12,6 +12,8 @@ export interface ServerOptions {
   port: number;
   host?: string;
   maxBodyBytes?: number;
+  /** Requests in flight beyond this are shed with 503 + Retry-After (bounded memory under overload). */
+  maxInFlight?: number;
   /** Called once per answered request. */
   onResponse?: (info: { route: string; method: string; status: number; seconds: number; requestId: string }) => void;
   onError?: (err: unknown, req: { method: string; path: string; requestId: string }) => void;
@@ -183,6 +185,9 @@ export class HttpServer {
 
     if (this.draining) {
       return fail(Object.assign(new ServiceUnavailableError('server is shutting down; retry'), { headers: { Connection: 'close', 'Retry-After': '1' } }));
+    }
+    if (this.inFlight > (this.opts.maxInFlight ?? 10_000)) {
+      return fail(Object.assign(new ServiceUnavailableError('server is over capacity; retry with backoff'), { headers: { 'Retry-After': '1' } }));
     }
     if (method === 'OPTIONS' && this.opts.router.corsPath(path)) {
       family = 'ingest';

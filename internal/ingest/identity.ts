@@ -26,17 +26,39 @@ export class DeviceIdCache {
   }
 }
 
-/** Today's and yesterday's salts, shared by every API process through Redis. */
+/** Where salts are kept durably (PostgreSQL); internal/store implements it. */
+export interface SaltStore {
+  /** The day's salt, created with `candidate` when missing (first writer wins). */
+  saltFor(day: string, candidate: string): Promise<string>;
+  prune(keepDays: string[]): Promise<number>;
+}
+
+/**
+ * Today's and yesterday's salts, shared by every API process. PostgreSQL holds them
+ * durably; Redis is the fallback while PostgreSQL is away (read once per day per process).
+ */
 export class SaltKeeper {
   private cache = new Map<string, string>();
-  constructor(private readonly redis: Redis, private readonly keys: RedisKeys) {}
+  constructor(private readonly redis: Redis, private readonly keys: RedisKeys, private readonly store: SaltStore | null = null) {}
 
   /** Salt of a UTC day; created (first writer wins) when missing. */
   async saltFor(day: string): Promise<string> {
     const hit = this.cache.get(day);
     if (hit) return hit;
-    await this.redis.hsetnx(this.keys.salts, day, randomBytes(32).toString('hex'));
-    const salt = await this.redis.hget(this.keys.salts, day);
+    const candidate = randomBytes(32).toString('hex');
+    let salt: string | null = null;
+    if (this.store) {
+      try {
+        salt = await this.store.saltFor(day, candidate);
+        await this.redis.hset(this.keys.salts, day, salt).catch(() => {});
+      } catch {
+        salt = null; // PostgreSQL away: Redis decides for now
+      }
+    }
+    if (!salt) {
+      await this.redis.hsetnx(this.keys.salts, day, candidate);
+      salt = await this.redis.hget(this.keys.salts, day);
+    }
     if (!salt) throw new Error(`salt for ${day} missing`);
     if (this.cache.size > 8) this.cache.clear();
     this.cache.set(day, salt);
@@ -50,10 +72,11 @@ export class SaltKeeper {
 
   /** Drops salts older than `keepDays` (the rotation job). */
   async prune(nowMs: number, keepDays = 2): Promise<number> {
-    const keep = new Set(Array.from({ length: keepDays + 1 }, (_, i) => utcDay(nowMs - (i - 1) * 86_400_000)));
+    const keep = Array.from({ length: keepDays + 1 }, (_, i) => utcDay(nowMs - (i - 1) * 86_400_000));
     const days = await this.redis.hkeys(this.keys.salts);
-    const old = days.filter((d) => !keep.has(d));
+    const old = days.filter((d) => !keep.includes(d));
     if (old.length) await this.redis.hdel(this.keys.salts, ...old);
+    if (this.store) await this.store.prune(keep);
     return old.length;
   }
 }

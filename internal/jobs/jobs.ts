@@ -75,6 +75,7 @@ export class SessionEndScheduler {
 export class JobRunner {
   private readonly workers: Worker[] = [];
   private readonly queues: Queue[] = [];
+  private rescheduler: NodeJS.Timeout | null = null;
   readonly scheduler: SessionEndScheduler;
 
   constructor(private readonly o: JobsOptions) {
@@ -97,10 +98,16 @@ export class JobRunner {
     const maintenance = new Queue('maintenance', { connection, prefix });
     maintenance.on('error', () => {});
     this.queues.push(maintenance);
-    for (const t of tasks) {
-      const repeat = 'pattern' in t.every ? { pattern: t.every.pattern, tz: 'UTC' } : { every: t.every.everyMs };
-      await maintenance.upsertJobScheduler(t.name, repeat, { name: t.name, opts: { removeOnComplete: true, removeOnFail: 100 } });
-    }
+    const schedule = async () => {
+      for (const t of tasks) {
+        const repeat = 'pattern' in t.every ? { pattern: t.every.pattern, tz: 'UTC' } : { every: t.every.everyMs };
+        await maintenance.upsertJobScheduler(t.name, repeat, { name: t.name, opts: { removeOnComplete: true, removeOnFail: 100 } });
+      }
+    };
+    await schedule();
+    // A Redis that restarted empty has lost the schedulers: registering again is idempotent.
+    this.rescheduler = setInterval(() => void schedule().catch((err) => this.o.log.warn({ err }, 'could not register periodic jobs')), 60_000);
+    this.rescheduler.unref();
     const byName = new Map(tasks.map((t) => [t.name, t]));
     const mw = new Worker(
       'maintenance',
@@ -161,6 +168,7 @@ export class JobRunner {
   }
 
   async close(): Promise<void> {
+    if (this.rescheduler) clearInterval(this.rescheduler);
     await Promise.all(this.workers.map((w) => w.close()));
     await Promise.all(this.queues.map((q) => q.close()));
     await this.scheduler.close();

@@ -27,8 +27,11 @@ export class ServiceUnreachableError extends Error {
 
 export function createPool(url: string, max = 10): Pool {
   const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000 });
-  // An idle client losing its connection (e.g. PostgreSQL restarting) must not crash the process.
+  // A client losing its connection (PostgreSQL restarting) must not crash the process: idle
+  // clients report on the pool; checked-out ones on themselves (pg-pool removes its own
+  // listener while a client is lent out). The query in progress still fails and is retried.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
 }
 

@@ -41,3 +41,24 @@ export async function idleOpenSessions(db: Pool, idleMs: number, limit = 1000): 
   );
   return r.rows.map((x) => ({ sessionId: x.id, projectId: x.project_id, deviceId: x.device_id, updatedAtMs: x.updated_at.getTime() }));
 }
+
+/** Durable daily salts (see internal/ingest/identity.ts SaltKeeper). */
+export function pgSaltStore(db: Pool) {
+  return {
+    async saltFor(day: string, candidate: string): Promise<string> {
+      const r = await db.query<{ salt: string }>(
+        `WITH ins AS (INSERT INTO device_salts (day, salt) VALUES ($1, $2) ON CONFLICT (day) DO NOTHING RETURNING salt)
+         SELECT salt FROM ins UNION ALL SELECT salt FROM device_salts WHERE day = $1 LIMIT 1`,
+        [day, candidate],
+      );
+      // A concurrent first writer committed after this statement's snapshot: read it now.
+      const salt = r.rows[0]?.salt ?? (await db.query<{ salt: string }>('SELECT salt FROM device_salts WHERE day = $1', [day])).rows[0]?.salt;
+      if (!salt) throw new Error(`no salt for ${day}`);
+      return salt;
+    },
+    async prune(keepDays: string[]): Promise<number> {
+      const r = await db.query('DELETE FROM device_salts WHERE NOT (day = ANY($1::date[]))', [keepDays]);
+      return r.rowCount ?? 0;
+    },
+  };
+}

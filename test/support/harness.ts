@@ -143,7 +143,8 @@ export async function spawnApp(
   script: 'all' | 'api' | 'worker',
   extra: Record<string, string> = {},
 ): Promise<{ child: ChildProcess; url: string; port: number; logs: () => string }> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  // Below the kernel's ephemeral range (32768+), so an outgoing connection never holds it.
+  const port = 12000 + Math.floor(Math.random() * 18000);
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, `cmd/${script}/main.ts`)], {
     cwd: ROOT,
     env: { ...process.env, ...env.env({ PORT: String(port), METRICS_PORT: String(port), LOG_LEVEL: 'info', ...extra }) },
