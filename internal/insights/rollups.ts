@@ -74,10 +74,13 @@ function bind(scope: RollupScope, params: SqlParams): Bound {
   };
 }
 
-/** The invalidated hours of the period (a handful: the live hour and any not yet refreshed). */
+/**
+ * The invalidated hours of the period (a handful: the live hour and any not yet refreshed),
+ * each once: the log may hold one row per (project, hour, writer shard).
+ */
 function invalidatedCte(b: Bound): string {
   return `inv AS MATERIALIZED (
-        SELECT i.bucket FROM rollup_invalidations i
+        SELECT DISTINCT i.bucket FROM rollup_invalidations i
         WHERE i.project_id = ${b.project} AND i.bucket >= ${b.start} AND i.bucket < ${b.end}
       )`;
 }
@@ -129,7 +132,9 @@ export function rollupMetricsSql(scope: RollupScope, buckets: readonly Date[], p
         GROUP BY GROUPING SETS ((width_bucket(parts.hour, ${starts})), ())
       ),
       visitors AS (
-        SELECT width_bucket(v.started_at, ${starts}) AS bucket, count(DISTINCT v.profile_id) AS visitors
+        -- COLLATE "C": the same distinct values (equality is bytewise either way), sorted
+        -- by memcmp instead of the locale's strcoll: half the CPU of this step.
+        SELECT width_bucket(v.started_at, ${starts}) AS bucket, count(DISTINCT v.profile_id COLLATE "C") AS visitors
         FROM sessions v
         WHERE v.project_id = ${b.project} AND v.started_at >= ${b.start} AND v.started_at < ${b.end} AND NOT v.is_bot
         GROUP BY GROUPING SETS ((width_bucket(v.started_at, ${starts})), ())

@@ -1,6 +1,7 @@
-// The one place that says which sessions an insights query counts. Metrics and
-// breakdowns aggregate over it; pages joins its screen views to it. A rollup-backed
-// source for unfiltered queries replaces this function, not the callers' aggregation.
+// The one place that says which raw sessions an insights query counts. Metrics and
+// breakdowns on the raw path aggregate over it; pages joins its screen views to it. The
+// rollup path (rollups.ts) counts the same sessions: bots excluded, started in the
+// period, from the rollups for settled hours and from this table for the others.
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import { compileAll, type SplitFilters, type SqlParams } from '../query/filters';
 

@@ -1,0 +1,344 @@
+// Insights query benchmark: Tidemark's API in-process (API role only) against bench databases
+// made by bench/generate.ts, a read client, and sequential requests per endpoint after a
+// warm-up (latency, not throughput): p50/p95 (p99 for /live) per endpoint and database, the
+// 10M/1M ratio, and the aims. Writes the "## Insights queries" section of bench/RESULTS.md.
+//
+//   npx tsx bench/queries.ts --db postgres://postgres@127.0.0.1:5432/bench_1m \
+//                            --db postgres://postgres@127.0.0.1:5432/bench_10m [--n 200] [--budget-s 40]
+//
+// - Each endpoint gets `--n` timed requests, fewer when they would take more than
+//   `--budget-s` seconds (at least --min-n); the sample count is reported.
+// - The read rate limit (100 requests / 10 s per client) is respected by rotating over
+//   READ_CLIENTS read clients, all warmed up first: every request pays the same auth and
+//   rate-limit work as a dashboard's.
+// - QUERY_TIMEOUT_MS is raised to --timeout-ms (60 s) so that slow answers are measured
+//   instead of cut at the default 5 s (503).
+// - The last two hours of the data are logged in rollup_invalidations for the main project
+//   (as the worker keeps the live hours), so rolled-up queries also read a raw tail.
+// - /live: profiles are made live through the real ingest path (POST /track, write client).
+import { execSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { start, type Running } from '../internal/app/runtime';
+import { generateSecret, hashSecret } from '../internal/auth/secrets';
+import { loadConfig } from '../internal/config/config';
+import { createClient } from '../internal/store/accounts';
+import { MAIN_PROJECT } from './generate';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const RESULTS = path.join(ROOT, 'bench/RESULTS.md');
+const SECTION = '## Insights queries';
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const READ_CLIENTS = 60;
+const LIVE_PROFILES = 300;
+
+const { values: args } = parseArgs({
+  options: {
+    db: { type: 'string', multiple: true },
+    n: { type: 'string', default: '200' },
+    'min-n': { type: 'string', default: '10' },
+    warmup: { type: 'string', default: '20' },
+    'budget-s': { type: 'string', default: '40' },
+    'timeout-ms': { type: 'string', default: '60000' },
+    'no-write': { type: 'boolean', default: false },
+  },
+});
+const DBS = args.db?.length ? args.db : ['postgres://postgres@127.0.0.1:5432/bench_1m', 'postgres://postgres@127.0.0.1:5432/bench_10m'];
+const N = Number(args.n);
+const MIN_N = Number(args['min-n']);
+const WARMUP = Number(args.warmup);
+const BUDGET_MS = Number(args['budget-s']) * 1000;
+
+interface Endpoint {
+  name: string;
+  path: string;
+  /** Aim for the p95 (p99 for live), ms. */
+  aim: number;
+  pct: 95 | 99;
+}
+
+const filters = (f: unknown) => `&filters=${encodeURIComponent(JSON.stringify(f))}`;
+const DE = filters([{ name: 'country', operator: 'is', value: ['DE'] }]);
+const MOBILE = filters([{ name: 'device', operator: 'is', value: ['mobile'] }]);
+const BREAKDOWNS = ['referrer_name', 'country', 'city', 'browser', 'os_version', 'utm_source'] as const;
+
+const ENDPOINTS: Endpoint[] = [
+  { name: 'metrics 7d', path: 'metrics?range=7d', aim: 50, pct: 95 },
+  { name: 'metrics 30d', path: 'metrics?range=30d', aim: 50, pct: 95 },
+  { name: 'metrics 30d, country filter', path: `metrics?range=30d${DE}`, aim: 50, pct: 95 },
+  { name: 'pages 7d', path: 'pages?range=7d', aim: 100, pct: 95 },
+  { name: 'pages 30d', path: 'pages?range=30d', aim: 100, pct: 95 },
+  ...BREAKDOWNS.flatMap((d) => [
+    { name: `${d} 7d`, path: `${d}?range=7d`, aim: 100, pct: 95 as const },
+    { name: `${d} 30d`, path: `${d}?range=30d`, aim: 100, pct: 95 as const },
+  ]),
+  { name: 'referrer_name 30d, device filter', path: `referrer_name?range=30d${MOBILE}`, aim: 100, pct: 95 },
+  { name: 'live', path: 'live', aim: 2, pct: 99 },
+];
+
+interface Sample {
+  p50: number;
+  p95: number;
+  p99: number;
+  n: number;
+  errors: number;
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (!sorted.length) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+interface Creds {
+  clientId: string;
+  clientSecret: string;
+}
+
+async function request(url: string, c: Creds): Promise<{ ok: boolean; ms: number }> {
+  const t = performance.now();
+  const res = await fetch(url, { headers: { 'service-client-id': c.clientId, 'service-client-secret': c.clientSecret } });
+  await res.arrayBuffer();
+  return { ok: res.status === 200, ms: performance.now() - t };
+}
+
+interface DbRun {
+  label: string;
+  url: string;
+  events: number;
+  sessions: number;
+  /** bench_meta written by generate.ts (empty for a database made otherwise). */
+  meta: Record<string, string>;
+  results: Map<string, Sample>;
+}
+
+async function runOne(url: string): Promise<DbRun> {
+  const db = new pg.Pool({ connectionString: url, max: 2 });
+  const { rows: [size] } = await db.query<{ events: number; sessions: number }>(
+    `SELECT (SELECT count(*) FROM events)::int AS events, (SELECT count(*) FROM sessions)::int AS sessions`,
+  );
+  const meta: Record<string, string> = {};
+  const m = await db.query<{ key: string; value: string }>('SELECT key, value FROM bench_meta').catch(() => ({ rows: [] as { key: string; value: string }[] }));
+  for (const r of m.rows) meta[r.key] = r.value;
+  const label = size!.events >= 1_000_000 ? `${Math.round(size!.events / 1_000_000)}M` : `${Math.round(size!.events / 1000)}k`;
+  // The live tail: the last two hours of data are "still changing" (logged, not rolled up).
+  await db.query(
+    `INSERT INTO rollup_invalidations (project_id, bucket)
+     SELECT $1, h FROM (SELECT date_trunc('hour', max(started_at), 'UTC') AS m FROM sessions WHERE project_id = $1) x,
+       LATERAL (VALUES (x.m), (x.m - interval '1 hour')) v(h)
+     ON CONFLICT DO NOTHING`,
+    [MAIN_PROJECT],
+  );
+  const namespace = `bq-${randomBytes(4).toString('hex')}`;
+  const cfg = loadConfig({
+    PORT: '0', METRICS_PORT: '0', DATABASE_URL: url, NATS_URL, REDIS_URL, TIDEMARK_NAMESPACE: namespace,
+    LOG_LEVEL: 'silent', TIDEMARK_SHARDS: '4', QUERY_TIMEOUT_MS: args['timeout-ms'],
+  });
+  const clients: Creds[] = [];
+  let app: Running | null = null;
+  const results = new Map<string, Sample>();
+  try {
+    app = await start(cfg, { api: true, worker: false });
+    const base = `http://127.0.0.1:${app.port}`;
+    for (let i = 0; i < READ_CLIENTS; i++) {
+      const secret = generateSecret();
+      const c = await createClient(db, { projectId: MAIN_PROJECT, mode: 'read', secretHash: await hashSecret(secret), ingestRate: 0 });
+      clients.push({ clientId: c.id, clientSecret: secret });
+    }
+    const writeSecret = generateSecret();
+    const writer = await createClient(db, { projectId: MAIN_PROJECT, mode: 'write', secretHash: await hashSecret(writeSecret), ingestRate: 0 });
+    clients.push({ clientId: writer.id, clientSecret: writeSecret });
+    for (let i = 0; i < LIVE_PROFILES; i++) {
+      const res = await fetch(`${base}/track`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'service-client-id': writer.id, 'service-client-secret': writeSecret, 'x-client-ip': `10.1.${i >> 8}.${i & 255}` },
+        body: JSON.stringify({ type: 'track', payload: { name: 'screen_view', profileId: `live-${i}`, properties: { __path: '/' } } }),
+      });
+      await res.arrayBuffer();
+      if (res.status !== 202) throw new Error(`track answered ${res.status}`);
+    }
+    let turn = 0;
+    const next = () => clients[turn++ % READ_CLIENTS]!;
+    for (let i = 0; i < READ_CLIENTS; i++) await request(`${base}/insights/${MAIN_PROJECT}/live`, clients[i]!);
+    const live = await (await fetch(`${base}/insights/${MAIN_PROJECT}/live`, { headers: { 'service-client-id': clients[0]!.clientId, 'service-client-secret': clients[0]!.clientSecret } })).json();
+    console.log(`[${label}] app on ${base}, ${READ_CLIENTS} read clients, live = ${JSON.stringify(live)}`);
+
+    for (const ep of ENDPOINTS) {
+      const url = `${base}/insights/${MAIN_PROJECT}/${ep.path}`;
+      const w0 = performance.now();
+      for (let i = 0; i < WARMUP && performance.now() - w0 < BUDGET_MS / 4; i++) await request(url, next());
+      const times: number[] = [];
+      let errors = 0;
+      const t0 = performance.now();
+      while (times.length + errors < N && (times.length + errors < MIN_N || performance.now() - t0 < BUDGET_MS)) {
+        const r = await request(url, next());
+        if (r.ok) times.push(r.ms);
+        else errors++;
+      }
+      times.sort((a, b) => a - b);
+      const s: Sample = { p50: percentile(times, 50), p95: percentile(times, 95), p99: percentile(times, 99), n: times.length, errors };
+      results.set(ep.name, s);
+      console.log(`[${label}] ${ep.name.padEnd(34)} p50 ${fmt(s.p50).padStart(8)}  p95 ${fmt(s.p95).padStart(8)}  p99 ${fmt(s.p99).padStart(8)}  n=${s.n}${errors ? ` errors=${errors}` : ''}`);
+    }
+  } finally {
+    await app?.drain().catch(() => {});
+    await db.query('DELETE FROM clients WHERE id = ANY($1)', [clients.map((c) => c.clientId)]).catch(() => {});
+    await db.end();
+    await cleanupNamespace(namespace);
+  }
+  return { label, url, events: size!.events, sessions: size!.sessions, meta, results };
+}
+
+async function cleanupNamespace(namespace: string): Promise<void> {
+  try {
+    const nc = await connect({ servers: NATS_URL });
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete(`${namespace}_events`).catch(() => {});
+    await nc.close();
+  } catch {}
+  const redis = new Redis(REDIS_URL);
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${namespace}:*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length) await redis.del(...keys);
+  } while (cursor !== '0');
+  redis.disconnect();
+}
+
+const fmt = (ms: number) => (Number.isNaN(ms) ? 'n/a' : ms >= 100 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(1)} ms`);
+
+async function machine(url: string): Promise<Record<string, string>> {
+  const cpu = readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/)?.[1] ?? os.cpus()[0]?.model ?? '?';
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  const version = (await db.query<{ v: string }>('SELECT version() AS v')).rows[0]!.v.split(' on ')[0]!;
+  const settings = (await db.query<{ name: string; setting: string; unit: string | null }>(
+    `SELECT name, setting, unit FROM pg_settings WHERE name IN ('shared_buffers', 'work_mem', 'max_parallel_workers_per_gather', 'jit', 'random_page_cost') ORDER BY name`,
+  )).rows.map((r) => `${r.name}=${r.setting}${r.unit ?? ''}`).join(', ');
+  await db.end();
+  let nproc = String(os.cpus().length);
+  try {
+    nproc = execSync('nproc').toString().trim();
+  } catch {}
+  return {
+    nproc, cpu, node: process.version, postgres: version, settings,
+    memory: `${Math.round(os.totalmem() / 2 ** 30)} GiB`,
+  };
+}
+
+function table(runs: DbRun[]): string {
+  const [small, big] = [runs[0]!, runs[runs.length - 1]!];
+  const head = ['endpoint', ...runs.flatMap((r) => [`${r.label} p50`, `${r.label} p95/p99`]), runs.length > 1 ? `${big.label}/${small.label} (p50)` : '', 'aim (p95; live p99)', 'met']
+    .filter(Boolean);
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  for (const ep of ENDPOINTS) {
+    const cells = [ep.name];
+    for (const r of runs) {
+      const s = r.results.get(ep.name);
+      cells.push(s ? fmt(s.p50) : 'n/a', s ? `${fmt(ep.pct === 99 ? s.p99 : s.p95)}${s.n < N ? ` (n=${s.n})` : ''}${s.errors ? ` ${s.errors} err` : ''}` : 'n/a');
+    }
+    if (runs.length > 1) {
+      const a = small.results.get(ep.name)?.p50 ?? NaN;
+      const b = big.results.get(ep.name)?.p50 ?? NaN;
+      cells.push(`${(b / a).toFixed(1)}x`);
+    }
+    const met = runs.map((r) => {
+      const s = r.results.get(ep.name);
+      const v = s ? (ep.pct === 99 ? s.p99 : s.p95) : NaN;
+      return `${r.label} ${v <= ep.aim ? 'yes' : `no (${(v / ep.aim).toFixed(v / ep.aim >= 10 ? 0 : 1)}x)`}`;
+    });
+    cells.push(`< ${ep.aim} ms`, met.join(', '));
+    lines.push(`| ${cells.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
+function writeSection(body: string): void {
+  let text = existsSync(RESULTS) ? readFileSync(RESULTS, 'utf8') : '# Benchmark results\n';
+  const startAt = text.indexOf(`${SECTION}\n`);
+  if (startAt >= 0) {
+    const nextAt = text.indexOf('\n## ', startAt + SECTION.length);
+    text = text.slice(0, startAt) + body + (nextAt >= 0 ? text.slice(nextAt + 1) : '');
+  } else {
+    text = `${text.replace(/\n*$/, '\n\n')}${body}`;
+  }
+  writeFileSync(RESULTS, text.replace(/\n*$/, '\n'));
+}
+
+async function main(): Promise<void> {
+  const loadBefore = os.loadavg();
+  const started = new Date();
+  const runs: DbRun[] = [];
+  for (const url of DBS) runs.push(await runOne(url));
+  runs.sort((a, b) => a.events - b.events);
+  const loadAfter = os.loadavg();
+  const m = await machine(DBS[0]!);
+  const t = table(runs);
+  console.log(`\n${t}\n`);
+  if (args['no-write']) return;
+  const dataset = runs.map((r) => `${r.label}: ${r.events.toLocaleString('en')} events, ${r.sessions.toLocaleString('en')} sessions (\`${new URL(r.url).pathname.slice(1)}\`)`).join('; ');
+  const commands = [
+    ...runs.map((r) => r.meta.command ?? `npx tsx bench/generate.ts --events ${r.events} --db ${r.url}`),
+    `npx tsx bench/queries.ts ${DBS.map((u) => `--db ${u}`).join(' ')} --n ${N}`,
+  ];
+  const generation = runs
+    .filter((r) => r.meta.total_s)
+    .map((r) => `${r.label}: ${r.meta.total_s} s in all (rows ${r.meta.rows_s} s; then index builds, rollup refresh of every hour, VACUUM ANALYZE), generated ${r.meta.generated_at}, load average then ${r.meta.load_avg}`)
+    .join('; ');
+  const body = `${SECTION}
+
+Sequential requests against Tidemark's API in-process (API role; read client; auth and rate
+limit on every request), after a warm-up; the main project (80% of the rows, Europe/Berlin, so
+unfiltered metrics and breakdowns take the rollup path with the last two hours as raw tail).
+p95 for the insights endpoints, p99 for \`/live\`; \`(n=..)\`: fewer samples than ${N} because of
+the ${BUDGET_MS / 1000} s time budget per endpoint. Statement timeout raised to ${Number(args['timeout-ms']) / 1000} s for the run
+(with the default 5 s, answers slower than that are 503s).
+
+- Date: ${started.toISOString()}; machine: ${m.nproc} vCPU (${m.cpu}), ${m.memory}, Node ${m.node}, ${m.postgres}
+- PostgreSQL settings (server defaults, untuned): ${m.settings}
+- Load average (1/5/15 min) before: ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}, after: ${loadAfter.map((x) => x.toFixed(2)).join(' / ')} (the machine is shared: other work ran meanwhile)
+- Data: ${dataset}
+- Generation (bench/generate.ts, bulk INSERT ... SELECT on 2 connections): ${generation || 'n/a'}
+- Commands:
+${commands.map((c) => `  - \`${c}\``).join('\n')}
+
+${t}
+
+${NOTES}
+`;
+  writeSection(body);
+  console.log(`wrote the "${SECTION}" section of ${path.relative(ROOT, RESULTS)}`);
+}
+
+const NOTES = `Reading the table:
+- Breakdowns (unfiltered) read the hourly rollups plus the raw tail: their cost follows the
+  number of hours and values in the period, not the events, hence the small 10M/1M ratio.
+- \`metrics\` reads its sums from the rollups too, but \`unique_visitors\` must stay exact
+  (distinct profile ids are not additive over hours): it counts distinct profile_id over every
+  session of the period (index-only scan of sessions_visitors_idx, then a sort of all the
+  profile ids; COLLATE "C" halves that sort's CPU). That is linear in sessions: about 1.5M
+  sessions for 30 days at 10M events, hence the miss and a ratio near 10. Meeting 50 ms at
+  10M needs a different exact structure (e.g. per-day sets of dense profile numbers kept by
+  the worker, unioned per query) or accepting an estimate; both are design decisions.
+- \`pages\` has no rollup: it joins every screen view of the period to its session and counts
+  distinct sessions per page, linear in views (about 3.3M for 30 days at 10M). The indexes of
+  sql/003_query_indexes.sql and the rewritten query cut its CPU by about 40% but cannot make it
+  sub-linear; a per-(session start hour, page) rollup refreshed with the others (sessions,
+  entries, bounces, timed views, duration, latest title) would, and is proposed.
+- Filtered queries read raw rows by design (the rollups hold no per-event data), so they are
+  linear in the sessions (and events, for event filters) of the period.
+- \`/live\` is one Redis ZCOUNT after auth and the rate-limit script: independent of the data.`;
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
