@@ -1,7 +1,7 @@
 // Insights (and later export) routes: read-client auth, the shared 100 req / 10 s rate
 // limit with its headers, the project check, then the query.
 import type { Authenticator, AuthedClient } from '../auth/auth';
-import { NotFoundError, TooManyRequestsError, UnauthorizedError } from '../http/errors';
+import { BadRequestError, NotFoundError, TooManyRequestsError, UnauthorizedError } from '../http/errors';
 import type { Route } from '../http/router';
 import type { HttpRequest, HttpResponse } from '../http/types';
 import { getBreakdown, getMetrics, getPages, isBreakdownDimension } from '../insights/service';
@@ -55,7 +55,7 @@ export function readGuard(deps: ReadDeps, handler: (req: HttpRequest, ctx: ReadC
       deps.log.warn({ err: (err as Error).message }, 'read rate limit unavailable (Redis)');
     }
     const projectId = projectOf(req, client) ?? client.projectId;
-    if (!(await deps.auth.project(projectId))) {
+    if (projectId.includes('\u0000') || !(await deps.auth.project(projectId))) {
       const e = new NotFoundError(`project ${projectId} not found`);
       e.headers = rateHeaders(rate);
       throw e;
@@ -63,11 +63,26 @@ export function readGuard(deps: ReadDeps, handler: (req: HttpRequest, ctx: ReadC
     try {
       const body = await handler(req, { client, projectId, rate });
       return { status: 200, headers: rateHeaders(rate), body };
-    } catch (err) {
+    } catch (caught) {
+      const err = asClientError(caught);
       if (err && typeof err === 'object' && 'headers' in err) Object.assign((err as { headers: object }).headers, rateHeaders(rate));
       throw err;
     }
   };
+}
+
+/**
+ * PostgreSQL refusing a value the request carried (an impossible date in a cursor, NUL in
+ * an id, text that is not a number) is the request's fault: a 400, never a 500.
+ */
+const DATA_ERRORS: Record<string, string> = {
+  '22007': 'invalid date or time', '22008': 'date or time out of range', '22021': 'invalid character',
+  '22P02': 'invalid value', '22003': 'number out of range', '22012': 'division by zero',
+};
+function asClientError(err: unknown): unknown {
+  const code = (err as { code?: unknown })?.code;
+  if (typeof code === 'string' && DATA_ERRORS[code]) return new BadRequestError(`request has an ${DATA_ERRORS[code]}: ${(err as Error).message}`);
+  return err;
 }
 
 export function readRoutes(deps: ReadDeps): Route[] {

@@ -143,7 +143,16 @@ function minuteBuckets(startMs: number, endMs: number, timezone: string): Date[]
   return out;
 }
 
+/** Shortest length of one bucket of each interval (months and DST days are never shorter). */
+const MIN_BUCKET_MS: Record<ChartInterval, number> = { minute: MINUTE, hour: 3_600_000, day: 23 * 3_600_000, week: 7 * DAY - 3_600_000, month: 28 * DAY - 3_600_000 };
+
+/** Builds the buckets, refusing (400) before building when there would be too many. */
 function bucketsFor(startMs: number, endMs: number, interval: ChartInterval, timezone: string): Date[] {
+  const upperBound = Math.ceil((endMs - startMs) / MIN_BUCKET_MS[interval]) + 1;
+  if (upperBound > MAX_BUCKETS + 2) {
+    const message = `interval ${interval} gives more than ${MAX_BUCKETS} buckets for this period; use a coarser interval or a shorter period`;
+    throw new BadRequestError(`interval: ${message}`, [{ path: ['interval'], message }]);
+  }
   return interval === 'minute' ? minuteBuckets(startMs, endMs, timezone) : bucketStarts(startMs, endMs, interval, timezone);
 }
 
@@ -177,14 +186,15 @@ function previousWindow(current: Window, params: ChartParams, interval: ChartInt
 // ---------------------------------------------------------------------------------------
 // SQL
 
-const NUMERIC_TEXT = '^\\s*[-+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]{1,3})?\\s*$';
+// Only ASCII blanks: PostgreSQL's \\s also matches U+3000 and friends, which ::numeric refuses.
+const NUMERIC_TEXT = '^[ \\t\\n\\r\\f\\v]*[-+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]{1,3})?[ \\t\\n\\r\\f\\v]*$';
 
 /** The value of a group of events `s` (`v`: the numeric property value). */
 const AGGREGATE: Record<ChartSegment, (v: string) => string> = {
   event: () => 'count(*)',
   user: () => 'count(DISTINCT s.profile_id)',
   session: () => 'count(DISTINCT s.session_id)',
-  user_average: () => 'count(*)::float8 / count(DISTINCT s.profile_id)',
+  user_average: () => 'coalesce(count(*)::float8 / NULLIF(count(DISTINCT s.profile_id), 0), 0)',
   one_event_per_user: () => 'count(*)',
   property_sum: (v) => `sum(${v})`,
   property_average: (v) => `avg(${v})`,

@@ -27,6 +27,26 @@ export interface IngestDeps {
   onRateLimited?: (scope: string) => void;
 }
 
+const MAX_DEPTH = 64;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Throws a 400 for a value PostgreSQL could not store or that is nested too deep. */
+function checkStorable(value: unknown): void {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (LONE_SURROGATE.test(v)) throw new BadRequestError('strings must be well-formed Unicode (no lone surrogates)');
+    } else if (v && typeof v === 'object') {
+      if (depth >= MAX_DEPTH) throw new BadRequestError(`JSON nested deeper than ${MAX_DEPTH} levels`);
+      for (const [k, child] of Array.isArray(v) ? v.entries() : Object.entries(v)) {
+        if (typeof k === 'string' && LONE_SURROGATE.test(k)) throw new BadRequestError('keys must be well-formed Unicode (no lone surrogates)');
+        stack.push([child, depth + 1]);
+      }
+    }
+  }
+}
+
 export function parseJsonBody<T>(req: HttpRequest, schema: ZodType<T>): T {
   const type = (req.headers['content-type'] ?? '').toLowerCase();
   if (type && !type.includes('json') && !type.startsWith('text/plain')) {
@@ -41,8 +61,10 @@ export function parseJsonBody<T>(req: HttpRequest, schema: ZodType<T>): T {
   } catch {
     throw new BadRequestError('request body is not valid UTF-8 JSON');
   }
-  // PostgreSQL text and jsonb cannot hold NUL: refused here rather than failing in the worker.
+  // PostgreSQL text and jsonb cannot hold NUL or lone surrogates, and a value nested too
+  // deep cannot be queued: refused here rather than failing in the worker.
   if (text.includes('\\u0000')) throw new BadRequestError('strings must not contain NUL (\\u0000) characters');
+  checkStorable(data);
   const parsed = schema.safeParse(data);
   if (!parsed.success) throw BadRequestError.fromZod(parsed.error);
   return parsed.data;

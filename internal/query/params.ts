@@ -24,6 +24,7 @@ export type EventFilterColumn = (typeof EVENT_FILTER_COLUMNS)[number];
 export const PROPERTY_PREFIX = 'properties.';
 
 export const MAX_LIMIT = 50;
+export const MAX_PERIOD_YEARS = 20;
 export const DEFAULT_LIMIT = 10;
 export const MAX_FILTERS = 50;
 export const MAX_FILTER_VALUES = 100;
@@ -48,7 +49,8 @@ export const dateSchema = z
 
 function isCalendarDate(s: string): boolean {
   const [y, m, d] = s.split('-').map(Number) as [number, number, number];
-  if (y < 1) return false;
+  // PostgreSQL's timestamptz and a bucket list must stay finite: 1900..9998 covers any analytics.
+  if (y < 1900 || y > 9998) return false;
   const date = new Date(0);
   date.setUTCFullYear(y, m - 1, d);
   return date.getUTCFullYear() === y && date.getUTCMonth() === m - 1 && date.getUTCDate() === d;
@@ -118,6 +120,8 @@ function checkDates(
     ctx.addIssue({ code: 'custom', path: [missing], message: 'startDate and endDate must be given together' });
   } else if (v.startDate !== undefined && v.endDate !== undefined && v.startDate > v.endDate) {
     ctx.addIssue({ code: 'custom', path: ['endDate'], message: 'endDate must not be before startDate' });
+  } else if (v.startDate !== undefined && v.endDate !== undefined && Number(v.endDate.slice(0, 4)) - Number(v.startDate.slice(0, 4)) > MAX_PERIOD_YEARS) {
+    ctx.addIssue({ code: 'custom', path: ['endDate'], message: `a period spans at most ${MAX_PERIOD_YEARS} years` });
   }
 }
 

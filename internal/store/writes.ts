@@ -322,7 +322,9 @@ export async function commitSkipped(db: Pool, b: { stream: string; shard: number
     await c.query('BEGIN');
     await advanceShard(c, b);
     if (b.ops.length) {
-      const clean = (v: string) => v.replace(/\u0000|\\u0000/g, '');
+      // What PostgreSQL refused must still be storable here: no NUL, no lone surrogates.
+      const clean = (v: string) =>
+        v.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\u0000|\\u0000|\\ud[89a-f][0-9a-f]{2}/gi, '');
       await c.query(
         `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,
