@@ -21,9 +21,10 @@ import {
   type ConnectionSource,
   type Queryable,
 } from '../query/db';
-import { compileAll, regexValues, splitFilters, SqlParams, type SplitFilters } from '../query/filters';
-import type { Filter, PageParams, PeriodParams } from '../query/params';
-import { isValidTimeZone, resolvePeriod, type Period } from '../query/period';
+import { compileAll, splitFilters, SqlParams, type SplitFilters } from '../query/filters';
+import type { PageParams, PeriodParams } from '../query/params';
+import { resolvePeriod, type Period } from '../query/period';
+import { checkRegexes, projectTimezone } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
 import { planFor, rollupBreakdownSql, rollupMetricsSql, type InsightsPath, type ReadPlan } from './rollups';
 import { scopedSessionsSql, type SessionScope } from './sessions';
@@ -398,26 +399,6 @@ async function runInsightsQuery<T>(
       throw err;
     }
   });
-}
-
-async function projectTimezone(db: Queryable, projectId: string): Promise<string> {
-  const { rows } = await db.query<{ timezone: string }>('SELECT timezone FROM projects WHERE id = $1', [projectId]);
-  const row = rows[0];
-  if (!row) throw new NotFoundError(`Project not found: ${projectId}`);
-  return isValidTimeZone(row.timezone) ? row.timezone : 'UTC';
-}
-
-/** Compiles each regex value in PostgreSQL so an invalid one is a 400 naming it. */
-async function checkRegexes(db: Queryable, filters: readonly Filter[]): Promise<void> {
-  for (const { pattern, path } of regexValues(filters)) {
-    try {
-      await db.query("SELECT '' ~ $1::text", [pattern]);
-    } catch (err) {
-      if (pgErrorCode(err) !== PG_INVALID_REGULAR_EXPRESSION) throw err;
-      const detail = err instanceof Error ? err.message : 'invalid regular expression';
-      throw new BadRequestError(`${path.join('.')}: ${detail}`, [{ path, message: detail }]);
-    }
-  }
 }
 
 /** The insights functions bound to one pool and options, for the HTTP layer to hold. */
