@@ -69,6 +69,50 @@ interface Service {
   destroy(): Promise<void>;
 }
 
+/** A server child process on a private port and directory: the lifecycle all three share. */
+abstract class ChildService implements Service {
+  abstract readonly name: string;
+  child: ChildProcess | null = null;
+  protected logs: () => string = () => '';
+  /** Signals (and grace ms) for a graceful stop and for a kill. */
+  protected stopSignal: [NodeJS.Signals, number?] = ['SIGTERM'];
+  protected killSignal: [NodeJS.Signals, number?] = ['SIGKILL'];
+  protected constructor(readonly port: number, readonly dir: string) {}
+
+  abstract start(): Promise<void>;
+
+  get running(): boolean {
+    return alive(this.child);
+  }
+
+  async stop(): Promise<void> {
+    await stopChild(this.child, ...this.stopSignal);
+  }
+
+  async kill(): Promise<void> {
+    await stopChild(this.child, ...this.killSignal);
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  recentLogs(): string {
+    return this.logs();
+  }
+
+  killSync(): void {
+    if (alive(this.child)) this.child.kill(this.killSignal[0]);
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  async destroy(): Promise<void> {
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
 const registry = new Set<Service>();
 let hooked = false;
 function register(s: Service): void {
@@ -108,11 +152,11 @@ function tail(child: ChildProcess, max = 8000): () => string {
 // ---------------------------------------------------------------- NATS
 
 /** nats-server with JetStream on its own port and store dir; restarts keep the store. */
-export class PrivateNats implements Service {
+export class PrivateNats extends ChildService {
   readonly name = 'nats';
-  child: ChildProcess | null = null;
-  private logs: () => string = () => '';
-  private constructor(readonly port: number, readonly storeDir: string) {}
+  private constructor(port: number, dir: string) {
+    super(port, dir);
+  }
 
   static async start(): Promise<PrivateNats> {
     const n = new PrivateNats(await freePort(), mkdtempSync(path.join(os.tmpdir(), 'tm-fault-nats-')));
@@ -125,44 +169,15 @@ export class PrivateNats implements Service {
     return `nats://127.0.0.1:${this.port}`;
   }
 
-  get running(): boolean {
-    return alive(this.child);
-  }
-
   async start(): Promise<void> {
     if (alive(this.child)) return;
-    const child = spawn(NATS_BIN, ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', this.storeDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(NATS_BIN, ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', this.dir], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;
     this.logs = tail(child);
     await waitFor(async () => {
       if (!alive(child)) throw new Error(`nats-server exited: ${this.logs()}`);
       return portOpen(this.port);
     }, { timeoutMs: 15_000, intervalMs: 50, what: `nats-server on ${this.port}` });
-  }
-
-  /** kill -9. */
-  async kill(): Promise<void> {
-    await stopChild(this.child, 'SIGKILL');
-  }
-
-  /** Graceful (SIGTERM). */
-  async stop(): Promise<void> {
-    await stopChild(this.child, 'SIGTERM');
-  }
-
-  async restart(): Promise<void> {
-    await this.stop();
-    await this.start();
-  }
-
-  killSync(): void {
-    if (alive(this.child)) this.child.kill('SIGKILL');
-    rmSync(this.storeDir, { recursive: true, force: true });
-  }
-
-  async destroy(): Promise<void> {
-    await this.kill();
-    rmSync(this.storeDir, { recursive: true, force: true });
   }
 }
 
@@ -188,11 +203,11 @@ function redisPing(port: number): Promise<boolean> {
 }
 
 /** redis-server without persistence on its own port: a restart starts empty, as a lost Redis would. */
-export class PrivateRedis implements Service {
+export class PrivateRedis extends ChildService {
   readonly name = 'redis';
-  child: ChildProcess | null = null;
-  private logs: () => string = () => '';
-  private constructor(readonly port: number, readonly dir: string) {}
+  private constructor(port: number, dir: string) {
+    super(port, dir);
+  }
 
   static async start(): Promise<PrivateRedis> {
     const r = new PrivateRedis(await freePort(), mkdtempSync(path.join(os.tmpdir(), 'tm-fault-redis-')));
@@ -203,10 +218,6 @@ export class PrivateRedis implements Service {
 
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
-  }
-
-  get running(): boolean {
-    return alive(this.child);
   }
 
   async start(): Promise<void> {
@@ -222,29 +233,6 @@ export class PrivateRedis implements Service {
       if (!alive(child)) throw new Error(`redis-server exited: ${this.logs()}`);
       return redisPing(this.port);
     }, { timeoutMs: 15_000, intervalMs: 50, what: `redis-server on ${this.port}` });
-  }
-
-  async kill(): Promise<void> {
-    await stopChild(this.child, 'SIGKILL');
-  }
-
-  async stop(): Promise<void> {
-    await stopChild(this.child, 'SIGTERM');
-  }
-
-  async restart(): Promise<void> {
-    await this.stop();
-    await this.start();
-  }
-
-  killSync(): void {
-    if (alive(this.child)) this.child.kill('SIGKILL');
-    rmSync(this.dir, { recursive: true, force: true });
-  }
-
-  async destroy(): Promise<void> {
-    await this.kill();
-    rmSync(this.dir, { recursive: true, force: true });
   }
 }
 
@@ -265,12 +253,16 @@ function postgresUser(): { uid: number; gid: number } | null {
  * (spawned with its uid/gid, the same as `runuser -u postgres --`, but the child is the
  * postmaster itself, so its pid is ours to signal).
  */
-export class PrivatePostgres implements Service {
+export class PrivatePostgres extends ChildService {
   readonly name = 'postgres';
-  child: ChildProcess | null = null;
-  private logs: () => string = () => '';
   private readonly user = postgresUser();
-  private constructor(readonly port: number, readonly dir: string) {}
+  // Fast shutdown (SIGINT) rolls back and cuts connections; immediate (SIGQUIT) skips the
+  // checkpoint, so the next start runs crash recovery.
+  protected override stopSignal: [NodeJS.Signals, number?] = ['SIGINT', 20_000];
+  protected override killSignal: [NodeJS.Signals, number?] = ['SIGQUIT', 10_000];
+  private constructor(port: number, dir: string) {
+    super(port, dir);
+  }
 
   static async start(): Promise<PrivatePostgres> {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'tm-fault-pg-'));
@@ -294,10 +286,6 @@ export class PrivatePostgres implements Service {
   /** URL of the server (append `/dbname`). */
   get url(): string {
     return `postgres://postgres@127.0.0.1:${this.port}`;
-  }
-
-  get running(): boolean {
-    return alive(this.child);
   }
 
   async start(): Promise<void> {
@@ -326,35 +314,6 @@ export class PrivatePostgres implements Service {
         await c.end().catch(() => {});
       }
     }, { timeoutMs: 30_000, intervalMs: 100, what: `postgres on ${this.port}` });
-  }
-
-  /** Fast shutdown (SIGINT): open transactions are rolled back, connections cut. */
-  async stop(): Promise<void> {
-    await stopChild(this.child, 'SIGINT', 20_000);
-  }
-
-  /** Immediate shutdown (SIGQUIT): no checkpoint, crash recovery at the next start. */
-  async kill(): Promise<void> {
-    await stopChild(this.child, 'SIGQUIT', 10_000);
-  }
-
-  async restart(): Promise<void> {
-    await this.stop();
-    await this.start();
-  }
-
-  recentLogs(): string {
-    return this.logs();
-  }
-
-  killSync(): void {
-    if (alive(this.child)) this.child.kill('SIGQUIT');
-    rmSync(this.dir, { recursive: true, force: true });
-  }
-
-  async destroy(): Promise<void> {
-    await this.kill();
-    rmSync(this.dir, { recursive: true, force: true });
   }
 }
 
