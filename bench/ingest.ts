@@ -61,12 +61,46 @@ interface Measured {
   timeouts: number;
   /** 2xx answers of the 1 s warm-up (their ops are in the stream too). */
   warmupOk: number;
+  /** CPU microseconds per answered request: this process's main thread (where uWS and every handler run; autocannon is in a worker thread), nats-server, redis-server. */
+  cpuUs: { main: number; nats: number; redis: number };
+}
+
+// ---- CPU accounting from /proc (Linux): utime + stime in clock ticks ----
+const TICK_US = 1e6 / Number(execSync('getconf CLK_TCK').toString().trim() || '100');
+function ticks(statPath: string): number {
+  try {
+    const stat = readFileSync(statPath, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(f[11]) + Number(f[12]); // fields 14 and 15 of stat(5), counted after the comm field
+  } catch {
+    return 0;
+  }
+}
+const pidOf = (name: string): number | null => {
+  try {
+    return Number(execSync(`pgrep -x ${name}`).toString().trim().split('\n')[0]) || null;
+  } catch {
+    return null;
+  }
+};
+const NATS_PID = pidOf('nats-server');
+const REDIS_PID = pidOf('redis-server');
+function cpuSnapshot() {
+  return {
+    main: ticks(`/proc/self/task/${process.pid}/stat`),
+    nats: NATS_PID ? ticks(`/proc/${NATS_PID}/stat`) : 0,
+    redis: REDIS_PID ? ticks(`/proc/${REDIS_PID}/stat`) : 0,
+  };
 }
 
 async function measure(target: string, url: string, headers: Record<string, string> = {}): Promise<Measured> {
   // A short warm-up (JIT, caches, connections), not counted.
   const warm = await autocannon({ url, connections: CONNECTIONS, duration: 1, requests: requestsFor(headers), workers: 1 });
+  const before = cpuSnapshot();
   const r = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS, requests: requestsFor(headers), workers: 1 });
+  const after = cpuSnapshot();
+  const answered = Math.max(1, r['2xx'] + r.non2xx);
+  const perReq = (k: 'main' | 'nats' | 'redis') => ((after[k] - before[k]) * TICK_US) / answered;
   const m: Measured = {
     target,
     rps: r.requests.average,
@@ -77,6 +111,7 @@ async function measure(target: string, url: string, headers: Record<string, stri
     errors: r.errors,
     timeouts: r.timeouts,
     warmupOk: warm['2xx'],
+    cpuUs: { main: perReq('main'), nats: perReq('nats'), redis: perReq('redis') },
   };
   console.error(`  ${target}: ${Math.round(m.rps)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, 2xx ${m.ok}, non-2xx ${m.non2xx}, errors ${m.errors}`);
   return m;
@@ -262,8 +297,10 @@ async function main() {
   lines.push(`Command: \`npx tsx bench/ingest.ts --seconds ${SECONDS} --connections ${CONNECTIONS}\``, '');
   lines.push(`Machine: ${mach.nproc} CPUs (\`nproc\`), ${mach.cpu}, Node ${mach.node}; PostgreSQL, Redis and NATS on the same machine. Load average (1/5/15 min) before: ${mach.load}; after: ${loadAfter}. Date: ${mach.date}.`, '');
   lines.push(`Load: autocannon (programmatic, one worker thread), ${CONNECTIONS} connections, ${SECONDS} s per target after a 1 s warm-up, POST /track with a ~250-byte screen_view from ${DEVICES} devices.`, '');
-  lines.push('| Target | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors |', '|---|---:|---:|---:|---:|---:|---:|');
-  for (const r of results) lines.push(`| ${r.target} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${fmt(r.ok)} | ${fmt(r.non2xx)} | ${fmt(r.errors + r.timeouts)} |`);
+  lines.push('| Target | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | CPU µs/req: main thread | nats-server | redis-server |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  const us = (v: number) => v.toFixed(1);
+  for (const r of results) lines.push(`| ${r.target} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${fmt(r.ok)} | ${fmt(r.non2xx)} | ${fmt(r.errors + r.timeouts)} | ${us(r.cpuUs.main)} | ${us(r.cpuUs.nats)} | ${us(r.cpuUs.redis)} |`);
+  lines.push('', 'CPU µs/req: CPU time over the measured run divided by the requests answered, from /proc: the main thread of the bench process (uWS and every handler run there; autocannon runs in its own worker thread), and the nats-server and redis-server processes (shared with anything else using them at the time). On 2 cores the load generator, NATS and Redis compete with the server for the same CPUs, so req/s is bounded by the sum of these costs, not by any one of them.');
   lines.push('');
   lines.push(`Ratios: Tidemark / bare uWS = **${pct(t.rps, b.rps)}** (aim: >= 60%); Tidemark / publish-per-request = **${pct(t.rps, p.rps)}**.`);
   for (const r of results.slice(3)) lines.push(`${r.target}: ${pct(r.rps, b.rps)} of bare.`);

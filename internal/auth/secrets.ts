@@ -1,5 +1,5 @@
 // Client secrets: generated once, stored only as salted scrypt hashes, compared in constant time.
-import { randomBytes, scrypt as scryptCb, timingSafeEqual, createHash } from 'node:crypto';
+import { hash, randomBytes, scrypt as scryptCb, timingSafeEqual } from 'node:crypto';
 import { promisify } from 'node:util';
 
 const scrypt = promisify(scryptCb) as (pw: string, salt: Buffer, len: number, opts: object) => Promise<Buffer>;
@@ -27,7 +27,8 @@ export async function verifySecret(secret: string, stored: string): Promise<bool
 
 /** A fast fingerprint of a secret that has been verified once (kept in memory only). */
 export function fingerprint(secret: string): Buffer {
-  return createHash('sha256').update(secret).digest();
+  // One-shot crypto.hash (Node >= 20.12): no Hash object per request on the ingest path.
+  return hash('sha256', secret, 'buffer') as unknown as Buffer;
 }
 
 export function sameFingerprint(a: Buffer, b: Buffer): boolean {

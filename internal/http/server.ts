@@ -25,6 +25,10 @@ const STATUS_TEXT: Record<number, string> = {
   429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable',
 };
 
+const STATUS_LINE: Record<number, string> = Object.fromEntries(
+  Object.entries(STATUS_TEXT).map(([code, text]) => [Number(code), `${code} ${text}`]),
+);
+
 export const INGEST_CORS_HEADERS = {
   'Access-Control-Allow-Methods': 'POST, OPTIONS',
   'Access-Control-Allow-Headers':
@@ -81,151 +85,216 @@ export class HttpServer {
     this.listenSocket = null;
   }
 
+  /** Called by an Exchange when its response is complete or the client went away. */
+  requestDone(): void {
+    this.inFlight--;
+    if (this.inFlight === 0 && this.idleWaiters.length) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  nextRequestId(): string {
+    return `${this.idPrefix}${(++this.requestCounter).toString(36)}`;
+  }
+
   private onRequest(res: UWS.HttpResponse, req: UWS.HttpRequest): void {
-    const started = process.hrtime.bigint();
-    const method = req.getMethod().toUpperCase();
-    const path = req.getUrl();
-    const rawQuery = req.getQuery() ?? '';
-    const headers: Record<string, string> = {};
+    // The uWS request object lives only for this call: everything needed is copied now.
+    const ex = new Exchange(this, this.opts, res, req);
+    this.inFlight++;
+    res.onAborted(() => ex.abort());
+    if (this.draining) {
+      ex.family = this.opts.router.familyOf(ex.path);
+      return ex.fail(Object.assign(new ServiceUnavailableError('server is shutting down; retry'), { headers: { Connection: 'close', 'Retry-After': '1' } }));
+    }
+    if (this.inFlight > (this.opts.maxInFlight ?? 10_000)) {
+      ex.family = this.opts.router.familyOf(ex.path);
+      return ex.fail(Object.assign(new ServiceUnavailableError('server is over capacity; retry with backoff'), { headers: { 'Retry-After': '1' } }));
+    }
+    const router = this.opts.router;
+    if (ex.method === 'OPTIONS' && router.corsPath(ex.path)) {
+      ex.family = 'ingest';
+      ex.routeName = 'preflight';
+      return ex.send({ status: 204, headers: INGEST_CORS_HEADERS });
+    }
+    let match: ReturnType<Router['match']>;
+    try {
+      match = router.match(ex.method, ex.path);
+    } catch (err) {
+      ex.family = router.familyOf(ex.path);
+      return ex.fail(err);
+    }
+    ex.family = match.route.family;
+    ex.routeName = match.route.pattern;
+    ex.match = match;
+    const limit = this.opts.maxBodyBytes ?? 1024 * 1024;
+    const declared = Number(ex.headers['content-length'] ?? 0);
+    if (declared > limit) return ex.fail(new PayloadTooLargeError(`request body over ${limit} bytes`));
+    if (ex.method === 'GET' || ex.method === 'HEAD') return ex.run(EMPTY_BODY);
+    res.onData((ab, isLast) => ex.data(ab, isLast, limit));
+  }
+}
+
+const EMPTY_BODY = Buffer.alloc(0);
+
+/**
+ * One request/response. A class rather than closures made per request: the hot path
+ * allocates one object, and its methods are shared.
+ */
+class Exchange {
+  readonly started = process.hrtime.bigint();
+  readonly method: string;
+  readonly path: string;
+  readonly rawQuery: string;
+  readonly headers: Record<string, string> = {};
+  readonly requestId: string;
+  readonly remoteAddress: string;
+  family: RouteFamily;
+  routeName = 'unmatched';
+  match: ReturnType<Router['match']> | null = null;
+  aborted = false;
+  done = false;
+  private chunks: Buffer[] | null = null;
+  private size = 0;
+
+  constructor(
+    private readonly server: HttpServer,
+    private readonly opts: ServerOptions,
+    private readonly res: UWS.HttpResponse,
+    req: UWS.HttpRequest,
+  ) {
+    this.method = req.getMethod().toUpperCase();
+    this.path = req.getUrl();
+    this.rawQuery = req.getQuery() ?? '';
+    const headers = this.headers;
     req.forEach((k, v) => {
       headers[k] = k in headers ? `${headers[k]}, ${v}` : v;
     });
-    const requestId = headers['x-request-id']?.slice(0, 128) || `${this.idPrefix}${(++this.requestCounter).toString(36)}`;
-    const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
-    const state = { aborted: false, done: false };
-    res.onAborted(() => {
-      state.aborted = true;
-      finish();
-    });
-    this.inFlight++;
-    const finish = () => {
-      if (state.done) return;
-      state.done = true;
-      this.inFlight--;
-      if (this.inFlight === 0 && this.idleWaiters.length) for (const w of this.idleWaiters.splice(0)) w();
-    };
-    let family: RouteFamily = this.opts.router.familyOf(path);
-    let routeName = 'unmatched';
-    const writeHead = (r: HttpResponse) => {
-      const origin = headers.origin;
-      res.writeStatus(`${r.status} ${STATUS_TEXT[r.status] ?? ''}`.trim());
-      res.writeHeader('x-request-id', requestId);
-      if (family === 'ingest' && origin) {
-        res.writeHeader('Access-Control-Allow-Origin', origin);
-        res.writeHeader('Vary', 'Origin');
-      }
-      for (const [k, v] of Object.entries(r.headers ?? {})) res.writeHeader(k, v);
-    };
-    const observe = (status: number) =>
-      this.opts.onResponse?.({ route: routeName, method, status, requestId, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
-    const sendStream = async (r: HttpResponse & { stream: NonNullable<HttpResponse['stream']> }) => {
-      const it = r.stream.chunks[Symbol.asyncIterator]();
-      // The first chunk decides the status: an error before any byte is sent is a normal error response.
-      let pending: IteratorResult<string | Buffer>;
-      try {
-        pending = await it.next();
-      } catch (err) {
-        return fail(err);
-      }
-      if (state.aborted) return void (await it.return?.());
-      res.cork(() => {
-        writeHead(r);
-        if (!Object.keys(r.headers ?? {}).some((k) => k.toLowerCase() === 'content-type')) res.writeHeader('Content-Type', r.stream.contentType);
-      });
-      try {
-        for (let first = true; ; first = false) {
-          const next = first ? pending : await it.next();
-          if (state.aborted) break;
-          if (next.done) break;
-          let ok = true;
-          res.cork(() => {
-            ok = res.write(next.value);
-          });
-          if (!ok) {
-            await new Promise<void>((resolve) => res.onWritable(() => (resolve(), true)));
-          }
-          if (state.aborted) break;
-        }
-      } catch (err) {
-        this.opts.onError?.(err, { method, path, requestId });
-        if (!state.aborted) res.close();
-        state.aborted = true;
-      } finally {
-        if (state.aborted) await it.return?.();
-      }
-      if (!state.aborted && !state.done) res.cork(() => res.end());
-      finish();
-      observe(r.status);
-    };
-    const send = (r: HttpResponse) => {
-      if (state.aborted || state.done) return;
-      if (r.stream) {
-        void sendStream(r as HttpResponse & { stream: NonNullable<HttpResponse['stream']> });
-        return;
-      }
-      res.cork(() => {
-        writeHead(r);
-        if (r.raw) {
-          res.writeHeader('Content-Type', r.raw.contentType);
-          res.end(r.raw.data);
-        } else if (r.body === undefined) {
-          res.end();
-        } else {
-          res.writeHeader('Content-Type', 'application/json');
-          res.end(JSON.stringify(r.body));
-        }
-      });
-      finish();
-      observe(r.status);
-    };
-    const fail = (err: unknown) => {
-      if (!(err instanceof HttpError)) this.opts.onError?.(err, { method, path, requestId });
-      send(errorResponse(err, family));
-    };
+    this.requestId = headers['x-request-id']?.slice(0, 128) || server.nextRequestId();
+    this.remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    this.family = 'read';
+  }
 
-    if (this.draining) {
-      return fail(Object.assign(new ServiceUnavailableError('server is shutting down; retry'), { headers: { Connection: 'close', 'Retry-After': '1' } }));
-    }
-    if (this.inFlight > (this.opts.maxInFlight ?? 10_000)) {
-      return fail(Object.assign(new ServiceUnavailableError('server is over capacity; retry with backoff'), { headers: { 'Retry-After': '1' } }));
-    }
-    if (method === 'OPTIONS' && this.opts.router.corsPath(path)) {
-      family = 'ingest';
-      routeName = 'preflight';
-      return send({ status: 204, headers: INGEST_CORS_HEADERS });
-    }
-    let match;
+  abort(): void {
+    this.aborted = true;
+    this.finish();
+  }
+
+  private finish(): void {
+    if (this.done) return;
+    this.done = true;
+    this.server.requestDone();
+  }
+
+  data(ab: ArrayBuffer, isLast: boolean, limit: number): void {
+    if (this.done) return;
+    this.size += ab.byteLength;
+    if (this.size > limit) return this.fail(new PayloadTooLargeError(`request body over ${limit} bytes`));
+    const chunk = Buffer.from(ab.slice(0));
+    if (!isLast) (this.chunks ??= []).push(chunk);
+    else this.run(this.chunks ? Buffer.concat([...this.chunks, chunk]) : chunk);
+  }
+
+  run(body: Buffer): void {
+    let query: URLSearchParams;
     try {
-      match = this.opts.router.match(method, path);
-    } catch (err) {
-      return fail(err);
+      query = new URLSearchParams(this.rawQuery);
+    } catch {
+      return this.fail(new BadRequestError('malformed query string'));
     }
-    family = match.route.family;
-    routeName = match.route.pattern;
-    const limit = this.opts.maxBodyBytes ?? 1024 * 1024;
-    const declared = Number(headers['content-length'] ?? 0);
-    if (declared > limit) return fail(new PayloadTooLargeError(`request body over ${limit} bytes`));
-
-    const run = (body: Buffer) => {
-      let query: URLSearchParams;
-      try {
-        query = new URLSearchParams(rawQuery);
-      } catch {
-        return fail(new BadRequestError('malformed query string'));
-      }
-      const request: HttpRequest = { method, path, params: match.params, query, headers, body, remoteAddress, requestId };
-      match.route.handler(request).then(send, fail);
+    const match = this.match!;
+    const request: HttpRequest = {
+      method: this.method, path: this.path, params: match.params, query, headers: this.headers, body,
+      remoteAddress: this.remoteAddress, requestId: this.requestId,
     };
-    if (method === 'GET' || method === 'HEAD') return run(Buffer.alloc(0));
+    match.route.handler(request).then(
+      (r) => this.send(r),
+      (err: unknown) => this.fail(err),
+    );
+  }
 
-    const chunks: Buffer[] = [];
-    let size = 0;
-    res.onData((ab, isLast) => {
-      if (state.done) return;
-      size += ab.byteLength;
-      if (size > limit) return fail(new PayloadTooLargeError(`request body over ${limit} bytes`));
-      chunks.push(Buffer.from(ab.slice(0)));
-      if (isLast) run(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+  fail(err: unknown): void {
+    if (!(err instanceof HttpError)) this.opts.onError?.(err, { method: this.method, path: this.path, requestId: this.requestId });
+    this.send(errorResponse(err, this.family));
+  }
+
+  send(r: HttpResponse): void {
+    if (this.aborted || this.done) return;
+    if (r.stream) {
+      void this.sendStream(r as HttpResponse & { stream: NonNullable<HttpResponse['stream']> });
+      return;
+    }
+    const res = this.res;
+    res.cork(() => {
+      this.writeHead(r);
+      if (r.raw) {
+        res.writeHeader('Content-Type', r.raw.contentType);
+        res.end(r.raw.data);
+      } else if (r.body === undefined) {
+        res.end();
+      } else {
+        res.writeHeader('Content-Type', 'application/json');
+        res.end(JSON.stringify(r.body));
+      }
     });
+    this.finish();
+    this.observe(r.status);
+  }
+
+  private writeHead(r: HttpResponse): void {
+    const res = this.res;
+    const origin = this.headers.origin;
+    res.writeStatus(STATUS_LINE[r.status] ?? String(r.status));
+    res.writeHeader('x-request-id', this.requestId);
+    if (this.family === 'ingest' && origin) {
+      res.writeHeader('Access-Control-Allow-Origin', origin);
+      res.writeHeader('Vary', 'Origin');
+    }
+    if (r.headers) for (const k in r.headers) res.writeHeader(k, r.headers[k]!);
+  }
+
+  private observe(status: number): void {
+    this.opts.onResponse?.({
+      route: this.routeName, method: this.method, status, requestId: this.requestId,
+      seconds: Number(process.hrtime.bigint() - this.started) / 1e9,
+    });
+  }
+
+  private async sendStream(r: HttpResponse & { stream: NonNullable<HttpResponse['stream']> }): Promise<void> {
+    const res = this.res;
+    const it = r.stream.chunks[Symbol.asyncIterator]();
+    // The first chunk decides the status: an error before any byte is sent is a normal error response.
+    let pending: IteratorResult<string | Buffer>;
+    try {
+      pending = await it.next();
+    } catch (err) {
+      return this.fail(err);
+    }
+    if (this.aborted) return void (await it.return?.());
+    res.cork(() => {
+      this.writeHead(r);
+      if (!Object.keys(r.headers ?? {}).some((k) => k.toLowerCase() === 'content-type')) res.writeHeader('Content-Type', r.stream.contentType);
+    });
+    try {
+      for (let first = true; ; first = false) {
+        const next = first ? pending : await it.next();
+        if (this.aborted) break;
+        if (next.done) break;
+        let ok = true;
+        res.cork(() => {
+          ok = res.write(next.value);
+        });
+        if (!ok) {
+          await new Promise<void>((resolve) => res.onWritable(() => (resolve(), true)));
+        }
+        if (this.aborted) break;
+      }
+    } catch (err) {
+      this.opts.onError?.(err, { method: this.method, path: this.path, requestId: this.requestId });
+      if (!this.aborted) res.close();
+      this.aborted = true;
+    } finally {
+      if (this.aborted) await it.return?.();
+    }
+    if (!this.aborted && !this.done) res.cork(() => res.end());
+    this.finish();
+    this.observe(r.status);
   }
 }

@@ -47,6 +47,9 @@ function checkStorable(value: unknown): void {
   }
 }
 
+/** Strict UTF-8 (invalid bytes throw); one decoder for every request. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 export function parseJsonBody<T>(req: HttpRequest, schema: ZodType<T>): T {
   const type = (req.headers['content-type'] ?? '').toLowerCase();
   if (type && !type.includes('json') && !type.startsWith('text/plain')) {
@@ -56,7 +59,7 @@ export function parseJsonBody<T>(req: HttpRequest, schema: ZodType<T>): T {
   let text: string;
   let data: unknown;
   try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(req.body);
+    text = UTF8.decode(req.body);
     data = JSON.parse(text);
   } catch {
     throw new BadRequestError('request body is not valid UTF-8 JSON');
@@ -128,12 +131,26 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     return { status: 202, headers: rateHeaders(gate.rate), body: { deviceId: gate.deviceId } };
   }
 
+  /**
+   * The body, or its 4xx. The client may have been revoked since it was cached: the
+   * revocation check normally rides with the rate limit in the gate, after parsing, so a
+   * refused body asks Redis first and answers 401 for a revoked client (Redis away: the 4xx).
+   */
+  async function bodyOf<T>(req: HttpRequest, schema: ZodType<T>, clientId: string): Promise<T> {
+    try {
+      return parseJsonBody(req, schema);
+    } catch (err) {
+      if (await deps.gate.isRevoked(clientId).catch(() => false)) throw new UnauthorizedError('invalid client credentials');
+      throw err;
+    }
+  }
+
   return [
     {
       method: 'POST', pattern: '/event', family: 'ingest', cors: true,
       handler: async (req) => {
         const client = await deps.auth.forIngest(req);
-        const body = parseJsonBody(req, EventBody);
+        const body = await bodyOf(req, EventBody, client.id);
         return accept(req, (ctx) => planEvent(body, ctx), client.projectId, client);
       },
     },
@@ -141,7 +158,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       method: 'POST', pattern: '/track', family: 'ingest', cors: true,
       handler: async (req) => {
         const client = await deps.auth.forIngest(req);
-        const body = parseJsonBody(req, TrackBody);
+        const body = await bodyOf(req, TrackBody, client.id);
         return accept(req, (ctx) => planTrackBody(body, ctx), client.projectId, client);
       },
     },

@@ -65,10 +65,17 @@ export class SaltKeeper {
     return salt;
   }
 
+  /** Today's and yesterday's salts; held per UTC day, so the hot path is one comparison. */
   async salts(nowMs: number): Promise<{ current: string; previous: string }> {
+    const day = Math.floor(nowMs / 86_400_000);
+    if (this.held?.day === day) return this.held.salts;
     const [current, previous] = await Promise.all([this.saltFor(utcDay(nowMs)), this.saltFor(utcDay(nowMs - 86_400_000))]);
-    return { current, previous };
+    const salts = { current, previous };
+    this.held = { day, salts };
+    return salts;
   }
+
+  private held: { day: number; salts: { current: string; previous: string } } | null = null;
 
   /** Drops salts older than `keepDays` (the rotation job). */
   async prune(nowMs: number, keepDays = 2): Promise<number> {

@@ -52,3 +52,38 @@ test('fixed-window rate limit with remaining and reset, and revocation wins over
   const revoked = await gate.read(client, 100, 10_000, now);
   assert.equal(revoked.outcome, 'revoked');
 });
+
+test('requests of one event-loop turn share one Redis call and are decided in arrival order, each as if alone', async () => {
+  const now = Date.now();
+  const limited = `c-${randomBytes(3).toString('hex')}`;
+  const revoked = `c-${randomBytes(3).toString('hex')}`;
+  await redis.sadd(keys.revoked, revoked);
+  const calls = (await redis.info('commandstats')).match(/cmdstat_evalsha:calls=(\d+)/)?.[1];
+  // Started together, without awaiting in between: one batch.
+  const pending = [
+    ...Array.from({ length: 5 }, (_, i) => gate.ingest({ ...base, clientId: limited, ratePerSecond: 3, deviceId: `d${i}`, previousDeviceId: '', markSeen: false, nowMs: now })),
+    gate.ingest({ ...base, clientId: revoked, deviceId: 'r', previousDeviceId: '', markSeen: false, nowMs: now }),
+    gate.ingest({ ...base, projectId: `live-${limited}`, clientId: 'free', profileId: 'prof-"1"\n\\ ü 😀 ,]', liveAtMs: now, deviceId: 'x', previousDeviceId: '', markSeen: false, nowMs: now }),
+  ];
+  const results = await Promise.all(pending);
+  const after = (await redis.info('commandstats')).match(/cmdstat_evalsha:calls=(\d+)/)?.[1];
+  assert.equal(Number(after) - Number(calls ?? 0), 1, 'one EVALSHA for the whole turn');
+  assert.deepEqual(results.map((r) => r.outcome), ['ok', 'ok', 'ok', 'limited', 'limited', 'revoked', 'ok']);
+  assert.deepEqual(results.slice(0, 3).map((r) => r.outcome === 'ok' && r.rate?.remaining), [2, 1, 0]);
+  assert.equal(results[1]!.outcome === 'ok' && results[1]!.deviceId, 'd1');
+  assert.deepEqual(await redis.zrange(keys.live(`live-${limited}`), '0', '-1'), ['prof-"1"\n\\ ü 😀 ,]']);
+});
+
+test('a /live read counts the live set in the rate-limit call: entries older than 5 minutes are trimmed and not counted', async () => {
+  const now = Date.now();
+  const project = `live2-${randomBytes(3).toString('hex')}`;
+  const client = `c-${randomBytes(3).toString('hex')}`;
+  await redis.zadd(keys.live(project), now - 6 * 60_000, 'gone', now - 4 * 60_000, 'recent', now, 'now');
+  const { result, live } = await gate.readLive(client, 100, 10_000, now, project);
+  assert.equal(result.outcome, 'ok');
+  assert.equal(live, 2);
+  assert.deepEqual(await redis.zrange(keys.live(project), '0', '-1'), ['recent', 'now']);
+  assert.equal(result.outcome === 'ok' && result.rate?.remaining, 99);
+  await redis.sadd(keys.revoked, client);
+  assert.deepEqual(await gate.readLive(client, 100, 10_000, now, project), { result: { outcome: 'revoked' }, live: null });
+});
