@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { get, TestEnv, type Credentials } from './support/harness';
-import { eventRow, insertEvents, mulberry32, startExportServer, type EventRow, type ExportServer } from './support/export-server';
+import { eventRow, insertEvents, startExportServer, type EventRow, type ExportServer } from './support/export-server';
+import { mulberry32 } from './support/random';
 
 const TZ = 'Europe/Berlin';
 const NOW = new Date('2026-03-12T10:00:00Z');

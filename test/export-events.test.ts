@@ -9,11 +9,11 @@ import { parseEventsParams } from '../internal/export/params';
 import { exportRoutes, type StreamingHttpResponse } from '../internal/export/routes';
 import { createPool } from '../internal/store/db';
 import { get, post, startApp, TestEnv, track, waitFor, type Credentials } from './support/harness';
+import { mulberry32 } from './support/random';
 import {
   eventRow,
   insertEvents,
   insertProfiles,
-  mulberry32,
   startExportServer,
   type EventRow,
   type ExportServer,

@@ -16,6 +16,7 @@ import { connectRedis, redisKeys } from '../../internal/redis/redis';
 import { createPool, type Pool } from '../../internal/store/db';
 import { PartitionKeeper } from '../../internal/store/writes';
 import { REDIS_URL, type TestEnv } from './harness';
+import { mulberry32 } from './random';
 
 export interface ExportServer {
   url: string;
@@ -115,10 +116,22 @@ export async function ensurePartitions(db: Pool, instants: Iterable<string | num
   await keeper.ensureFor([...months.values()].map((createdAt) => ({ createdAt }) as EventRecord));
 }
 
+/**
+ * Inserts event rows as the worker's commit does: with the (project, UTC hour) of each logged
+ * in rollup_invalidations in the same transaction, so reads over the event rollups
+ * (sql/009_event_rollups.sql) stay exact.
+ */
 export async function insertEvents(db: Pool, rows: EventRow[]): Promise<void> {
   await ensurePartitions(db, rows.map((r) => r.created_at));
   for (let i = 0; i < rows.length; i += 2000) {
-    await db.query('INSERT INTO events SELECT * FROM jsonb_populate_recordset(NULL::events, $1::jsonb)', [JSON.stringify(rows.slice(i, i + 2000))]);
+    const json = JSON.stringify(rows.slice(i, i + 2000));
+    await db.query(
+      `WITH ins AS (INSERT INTO events SELECT * FROM jsonb_populate_recordset(NULL::events, $1::jsonb) RETURNING project_id, created_at)
+       INSERT INTO rollup_invalidations (project_id, bucket)
+       SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM ins
+       ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
+      [json],
+    );
   }
 }
 
@@ -138,14 +151,3 @@ export async function insertProfiles(db: Pool, rows: ProfileRow[]): Promise<void
   await db.query('INSERT INTO profiles SELECT * FROM jsonb_populate_recordset(NULL::profiles, $1::jsonb)', [JSON.stringify(full)]);
 }
 
-/** Deterministic PRNG for generated datasets. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import type { Pool } from '../../internal/store/db';
 import { post, track, type Credentials } from './harness';
+import { mulberry32 as prng } from './random';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -95,17 +96,6 @@ export interface Traffic {
   events: GenEvent[];
 }
 
-/** mulberry32 */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The UTC day before `now` (YYYY-MM-DD). */
 export function yesterday(now = Date.now()): string {
