@@ -18,7 +18,7 @@
 // - /live: profiles are made live through the real ingest path (POST /track, write client).
 import { execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,9 +29,10 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { start, type Running } from '../internal/app/runtime';
 import { generateSecret, hashSecret } from '../internal/auth/secrets';
-import { loadConfig } from '../internal/config/config';
+import { exactVisitorsMaxFrom, loadConfig } from '../internal/config/config';
 import { createClient } from '../internal/store/accounts';
 import { MAIN_PROJECT } from './generate';
+import { writeSection as writeResultsSection } from './run';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const RESULTS = path.join(ROOT, 'bench/RESULTS.md');
@@ -74,6 +75,7 @@ const MOBILE = filters([{ name: 'device', operator: 'is', value: ['mobile'] }]);
 const BREAKDOWNS = ['referrer_name', 'country', 'city', 'browser', 'os_version', 'utm_source'] as const;
 
 const ENDPOINTS: Endpoint[] = [
+  { name: 'metrics yesterday', path: 'metrics?range=yesterday', aim: 50, pct: 95 },
   { name: 'metrics 7d', path: 'metrics?range=7d', aim: 50, pct: 95 },
   { name: 'metrics 30d', path: 'metrics?range=30d', aim: 50, pct: 95 },
   { name: 'metrics 30d, country filter', path: `metrics?range=30d${DE}`, aim: 50, pct: 95 },
@@ -230,6 +232,9 @@ async function machine(url: string): Promise<Record<string, string>> {
     const kb = r.unit === '8kB' ? Number(r.setting) * 8 : r.unit === 'kB' ? Number(r.setting) : null;
     return `${r.name}=${kb === null ? `${r.setting}${r.unit ?? ''}` : kb >= 1024 ? `${kb / 1024}MB` : `${kb}kB`}`;
   }).join(', ');
+  const hll = (await db.query<{ v: string | null }>(
+    `SELECT (SELECT extversion FROM pg_extension WHERE extname = 'hll') AS v`,
+  )).rows[0]?.v;
   await db.end();
   let nproc = String(os.cpus().length);
   try {
@@ -237,6 +242,9 @@ async function machine(url: string): Promise<Record<string, string>> {
   } catch {}
   return {
     nproc, cpu, node: process.version, postgres: version, settings,
+    visitors: hll
+      ? `hll ${hll} installed: unique_visitors exact up to ${exactVisitorsMaxFrom(process.env).toLocaleString('en')} sessions per period (TIDEMARK_EXACT_VISITORS_MAX), HyperLogLog sketches above`
+      : 'no hll extension: unique_visitors always exact',
     memory: `${Math.round(os.totalmem() / 2 ** 30)} GiB`,
   };
 }
@@ -289,15 +297,7 @@ function aims(runs: DbRun[]): string {
 }
 
 function writeSection(body: string): void {
-  let text = existsSync(RESULTS) ? readFileSync(RESULTS, 'utf8') : '# Benchmark results\n';
-  const startAt = text.indexOf(`${SECTION}\n`);
-  if (startAt >= 0) {
-    const nextAt = text.indexOf('\n## ', startAt + SECTION.length);
-    text = text.slice(0, startAt) + body + (nextAt >= 0 ? text.slice(nextAt + 1) : '');
-  } else {
-    text = `${text.replace(/\n*$/, '\n\n')}${body}`;
-  }
-  writeFileSync(RESULTS, text.replace(/\n*$/, '\n'));
+  writeResultsSection(SECTION.replace(/^## /, ''), body, RESULTS);
 }
 
 async function main(): Promise<void> {
@@ -324,13 +324,15 @@ async function main(): Promise<void> {
 
 Sequential requests against Tidemark's API in-process (API role; read client; auth and rate
 limit on every request), after a warm-up; the main project (80% of the rows, Europe/Berlin, so
-unfiltered metrics and breakdowns take the rollup path with the last two hours as raw tail).
+unfiltered metrics, pages and breakdowns take the rollup path with the last two hours as raw
+tail).
 ${N} requests per endpoint (2000 for \`/live\`); p95 for the insights endpoints, p99 for
 \`/live\`; \`(n=..)\`: fewer samples because of the ${BUDGET_MS / 1000} s time budget per endpoint. Statement timeout raised to ${Number(args['timeout-ms']) / 1000} s for the run
 (with the default 5 s, answers slower than that are 503s).
 
 - Date: ${started.toISOString()}; machine: ${m.nproc} vCPU (${m.cpu}), ${m.memory}, Node ${m.node}, ${m.postgres}
 - PostgreSQL settings (server defaults, untuned): ${m.settings}
+- Unique visitors: ${m.visitors}
 - Load average (1/5/15 min) before: ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}, after: ${loadAfter.map((x) => x.toFixed(2)).join(' / ')} (the machine is shared: other work ran meanwhile)
 - Data: ${dataset}
 - Generation (bench/generate.ts, bulk INSERT ... SELECT on 2 connections): ${generation || 'n/a'}
@@ -348,32 +350,31 @@ ${NOTES}
 }
 
 const NOTES = `Reading the table:
-- Breakdowns (unfiltered) read the hourly rollups plus the raw sessions of the hours still in
-  rollup_invalidations (here the last two): their cost follows the hours and values in the
-  period, not the events. What still grows with the data is the raw tail (10x the sessions per
-  hour at 10M) and the number of distinct values per hour (cities, versions).
-- \`metrics\` reads its sums from the rollups too, but \`unique_visitors\` must stay exact
-  (distinct profile ids are not additive over hours): it counts distinct profile_id over every
-  session of the period (index-only scan of sessions_visitors_idx, then a sort of all those
-  profile ids; COLLATE "C" halves that sort's CPU). That is linear in sessions: about 1.5M for
-  30 days at 10M events, hence the miss and a ratio above 10 (the sort spills to disk at
-  work_mem 4MB). Meeting 50 ms at 10M needs another exact structure (e.g. per-day sets of dense
-  profile numbers kept by the worker and unioned per query) or accepting an estimate (HLL):
-  both are product decisions, not query tuning.
-- \`pages\` has no rollup: it joins every screen view of the period's sessions to its session
-  and counts distinct sessions per page, linear in views (about 3.3M for 30 days at 10M). The
-  indexes of sql/003_query_indexes.sql and the rewritten query use about 35-40% less CPU than
-  the original query (same rows), but the work stays linear; a per-(session start hour, page)
-  rollup refreshed with the others (sessions, entries, bounces, timed views, their duration,
-  the latest title with its time) would make it follow the hours like the breakdowns. At 10M
-  events, 30 days of pages takes longer than the default 5 s statement timeout (503).
+- Unfiltered metrics, pages and breakdowns read the rollups plus the raw sessions (and, for
+  pages, their screen views) of the hours still in rollup_invalidations (here the last two):
+  their cost follows the hours and values in the period, not the events. What still grows with
+  the data is the raw tail (10x the sessions per hour at 10M) and the number of distinct values
+  per hour (cities, versions, pages).
+- \`pages\` reads rollup_pages_daily for the whole UTC days of the period with no logged hour
+  and rollup_pages_hourly for the rest (the cut days at the period's edges in the project's
+  timezone, days with a logged hour), merging the latest title by (time, event id); the title
+  of each returned row is one backward index probe per source.
+- \`metrics\`: everything but \`unique_visitors\` is sums of the hourly rollups. Unique visitors
+  are counted exactly (distinct profile ids over every session of the period, linear in
+  sessions: about 0.7-1 us per session here) when the period has at most
+  TIDEMARK_EXACT_VISITORS_MAX sessions; above it they are HyperLogLog unions of the hourly
+  sketches of rollup_visitors_hourly, read as per-UTC-day prefix/suffix unions
+  (rollup_visitors_dayparts: a Berlin day is two sketches) where the day has no logged hour,
+  with the raw tail hashed on the fly; one union per series bucket and one over those for the
+  total (relative standard error at most 1%, bias-corrected). "metrics yesterday" is exact at
+  1M and an estimate at 10M.
 - Filtered queries read raw rows by design (the rollups hold no per-event data), so they are
   linear in the sessions of the period (and their events, for event-level filters).
 - Insights transactions run with JIT off: with jit=on (the server default) the planner
   compiled several of these short queries for 10-200 ms (e.g. a 10M breakdown: 39 ms -> 9 ms).
-- \`/live\` is auth, the rate-limit script and one ZCOUNT in Redis, independent of the data; p50 is
-  under 1 ms; its p99 (about 10 ms at both sizes) is the tail of a shared 2-vCPU machine with a
-  load average of 3-5 from other work during the run. Not investigated further here.`;
+- \`/live\` is auth plus one Redis script (rate limit, trim and ZCOUNT of the live set in one
+  round trip), independent of the data; p50 is under 1 ms; its p99 is the tail of a shared
+  2-vCPU machine with other work running during the run.`;
 
 main().catch((err) => {
   console.error(err);

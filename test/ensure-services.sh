@@ -22,4 +22,19 @@ if ! up 4222; then
   start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
   wait_for NATS 4222 || exit 1
 fi
+# The hll extension (package postgresql-<major>-hll) for the unique-visitor sketches
+# (sql/008_rollup_visitors.sql; internal/insights/rollups.test.ts needs it). Installed
+# quietly when missing and we may (root with apt-get, e.g. CI); otherwise a warning only:
+# Tidemark itself then counts unique visitors exactly.
+pg_major="$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n1)"
+pg_major="${pg_major:-15}"
+if [ ! -f "/usr/share/postgresql/$pg_major/extension/hll.control" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "ensure-services: installing postgresql-$pg_major-hll" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "postgresql-$pg_major-hll"; } >/dev/null 2>&1 \
+      || echo "ensure-services: could not install postgresql-$pg_major-hll" >&2
+  else
+    echo "ensure-services: postgresql-$pg_major-hll is not installed (apt-get install postgresql-$pg_major-hll as root)" >&2
+  fi
+fi
 exit 0

@@ -9,7 +9,7 @@ import { liveVisitors } from '../live/live';
 import type { Logger } from '../obs/log';
 import type { Metrics } from '../obs/metrics';
 import { parsePageParams, parsePeriodParams } from '../query/params';
-import { rateHeaders, type Gate, type RateState } from '../ratelimit/gate';
+import { rateHeaders, type Gate, type GateResult, type RateState } from '../ratelimit/gate';
 import type { Redis, RedisKeys } from '../redis/redis';
 import type { Pool } from '../store/db';
 
@@ -25,22 +25,43 @@ export interface ReadDeps {
   log: Logger;
   metrics: Metrics;
   queryTimeoutMs: number;
+  /** TIDEMARK_EXACT_VISITORS_MAX (insights unique visitors; default from the environment). */
+  exactVisitorsMax?: number;
 }
 
 export interface ReadContext {
   client: AuthedClient;
   projectId: string;
   rate: RateState | null;
+  /** Live visitors, when the guard was asked for them (answered with the rate limit). */
+  live: number | null;
 }
 
-/** Auth, rate limit and project existence for a read path; the handler gets a context. */
-export function readGuard(deps: ReadDeps, handler: (req: HttpRequest, ctx: ReadContext) => Promise<unknown>, projectOf: (req: HttpRequest, client: AuthedClient) => string | undefined) {
+export interface GuardOptions {
+  /** Count the path project's live visitors in the rate-limit call (/live: one Redis round trip). */
+  live?: boolean;
+}
+
+/**
+ * Auth, rate limit and project existence for a read path; the handler gets a context.
+ * `projectOf` reads which project the request names (path or query), if any; a read client
+ * that names none gets its own.
+ */
+export function readGuard(deps: ReadDeps, handler: (req: HttpRequest, ctx: ReadContext) => Promise<unknown>, projectOf: (req: HttpRequest) => string | undefined, options: GuardOptions = {}) {
   return async (req: HttpRequest): Promise<HttpResponse> => {
-    const requested = projectOf(req, { id: '', projectId: '', mode: 'read', ingestRate: 0 });
+    const requested = projectOf(req);
     const client = await deps.auth.forRead(req, requested);
     let rate: RateState | null = null;
+    let live: number | null = null;
     try {
-      const g = await deps.gate.read(client.id, READ_RATE_LIMIT, READ_RATE_WINDOW_MS, Date.now());
+      let g: GateResult;
+      if (options.live) {
+        const both = await deps.gate.readLive(client.id, READ_RATE_LIMIT, READ_RATE_WINDOW_MS, Date.now(), requested ?? client.projectId);
+        g = both.result;
+        live = both.live;
+      } else {
+        g = await deps.gate.read(client.id, READ_RATE_LIMIT, READ_RATE_WINDOW_MS, Date.now());
+      }
       if (g.outcome === 'revoked') throw new UnauthorizedError('invalid client credentials');
       if (g.outcome === 'limited') {
         deps.metrics.rateLimited.inc({ scope: 'read' });
@@ -54,14 +75,14 @@ export function readGuard(deps: ReadDeps, handler: (req: HttpRequest, ctx: ReadC
       deps.metrics.degraded.inc({ dependency: 'redis' });
       deps.log.warn({ err: (err as Error).message }, 'read rate limit unavailable (Redis)');
     }
-    const projectId = projectOf(req, client) ?? client.projectId;
+    const projectId = requested ?? client.projectId;
     if (projectId.includes('\u0000') || !(await deps.auth.project(projectId))) {
       const e = new NotFoundError(`project ${projectId} not found`);
       e.headers = rateHeaders(rate);
       throw e;
     }
     try {
-      const body = await handler(req, { client, projectId, rate });
+      const body = await handler(req, { client, projectId, rate, live });
       return { status: 200, headers: rateHeaders(rate), body };
     } catch (caught) {
       const err = asClientError(caught);
@@ -86,14 +107,15 @@ function asClientError(err: unknown): unknown {
 }
 
 export function readRoutes(deps: ReadDeps): Route[] {
-  const opts = { statementTimeoutMs: deps.queryTimeoutMs };
+  const opts = { statementTimeoutMs: deps.queryTimeoutMs, exactVisitorsMax: deps.exactVisitorsMax };
   const fromPath = (req: HttpRequest) => req.params.projectId;
-  const insights = (pattern: string, fn: (req: HttpRequest, ctx: ReadContext) => Promise<unknown>): Route => ({
-    method: 'GET', pattern, family: 'read', handler: readGuard(deps, fn, fromPath),
+  const insights = (pattern: string, fn: (req: HttpRequest, ctx: ReadContext) => Promise<unknown>, guard: GuardOptions = {}): Route => ({
+    method: 'GET', pattern, family: 'read', handler: readGuard(deps, fn, fromPath, guard),
   });
   return [
     insights('/insights/:projectId/metrics', (req, ctx) => getMetrics(deps.db, ctx.projectId, parsePeriodParams(req.query), new Date(), opts)),
-    insights('/insights/:projectId/live', async (_req, ctx) => ({ visitors: await liveVisitors(deps.redis, deps.keys, ctx.projectId) })),
+    // Counted by the guard's rate-limit call; asked again only if that call could not be made.
+    insights('/insights/:projectId/live', async (_req, ctx) => ({ visitors: ctx.live ?? (await liveVisitors(deps.redis, deps.keys, ctx.projectId)) }), { live: true }),
     insights('/insights/:projectId/pages', (req, ctx) => getPages(deps.db, ctx.projectId, parsePageParams(req.query), new Date(), opts)),
     insights('/insights/:projectId/:dimension', (req, ctx) => {
       const dimension = req.params.dimension ?? '';

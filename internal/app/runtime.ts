@@ -178,7 +178,7 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
       },
       onRateLimited: (scope) => metrics.rateLimited.inc({ scope }),
     })) router.add(r);
-    const readDeps = { db, redis, keys, auth, gate, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS };
+    const readDeps = { db, redis, keys, auth, gate, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX };
     for (const r of readRoutes(readDeps)) router.add(r);
     for (const r of exportRoutes(readDeps, { streaming: true })) router.add(r);
     const openapi = JSON.stringify(openApiDocument());

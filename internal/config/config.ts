@@ -3,6 +3,9 @@ import { z } from 'zod';
 
 const intFrom = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
+/** Default of TIDEMARK_EXACT_VISITORS_MAX (sessions; see docs/insights-decisions.md). */
+export const DEFAULT_EXACT_VISITORS_MAX = 25_000;
+
 const EnvSchema = z.object({
   PORT: intFrom(3000, 0),
   METRICS_PORT: intFrom(9091, 0),
@@ -26,6 +29,12 @@ const EnvSchema = z.object({
   /** Max ops a worker commits in one transaction. */
   WORKER_BATCH_MAX: intFrom(2000, 1),
   QUERY_TIMEOUT_MS: intFrom(5000, 100),
+  /**
+   * Insights metrics count unique visitors exactly when the period has at most this many
+   * sessions, else (when the hll extension is installed) from HyperLogLog sketches (~0.8%
+   * standard error). 0 = always sketches where possible.
+   */
+  TIDEMARK_EXACT_VISITORS_MAX: intFrom(DEFAULT_EXACT_VISITORS_MAX, 0),
   /** Requests in flight per process before new ones are shed with 503. */
   MAX_IN_FLIGHT: intFrom(10000, 1),
   /** Days of raw events/sessions to keep; 0 keeps everything. */
@@ -43,5 +52,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new Error(`invalid configuration: ${lines.join('; ')}`);
   }
+  return parsed.data;
+}
+
+/**
+ * TIDEMARK_EXACT_VISITORS_MAX alone, for code that is not handed the whole Config (the
+ * insights service's default when its caller passes no value).
+ */
+export function exactVisitorsMaxFrom(env: NodeJS.ProcessEnv = process.env): number {
+  const parsed = EnvSchema.shape.TIDEMARK_EXACT_VISITORS_MAX.safeParse(env.TIDEMARK_EXACT_VISITORS_MAX);
+  if (!parsed.success) throw new Error(`invalid configuration: TIDEMARK_EXACT_VISITORS_MAX: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
   return parsed.data;
 }

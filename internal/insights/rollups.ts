@@ -1,15 +1,25 @@
-// Rollup-backed reads for unfiltered metrics and breakdowns (sql/002_rollups.sql).
+// Rollup-backed reads for unfiltered metrics, pages and breakdowns (sql/002_rollups.sql,
+// sql/008_rollup_pages.sql, sql/008_rollup_visitors.sql).
 //
-// The hourly rollups hold, per (project, UTC hour) and per dimension value, the sums the
-// insights numbers are made of (sessions, bounces, timed sessions, their duration, screen
-// views; bots excluded). An hour whose sessions changed after its last refresh is listed in
-// rollup_invalidations until the refresh catches up, so a query reads
+// The hourly rollups hold, per (project, UTC hour of the session start) and per dimension
+// value or page, the sums the insights numbers are made of (sessions, bounces, timed
+// sessions, their duration, screen views; per page: sessions, entries, entry bounces, timed
+// views, their duration and the latest titled view; bots excluded). An hour whose sessions
+// changed after its last refresh is listed in rollup_invalidations until the refresh catches
+// up, so a query reads
 //   rollup rows of the hours in [start, end) that are NOT in the log
-//   UNION ALL raw `sessions` rows (not bots) that started in the hours that ARE in the log,
+//   UNION ALL raw `sessions` rows (not bots; and their screen views for pages) that started
+//   in the hours that ARE in the log,
 // in one statement (one snapshot: the worker's commit and the refresh each change the
 // sessions/rollups and the log together), and then groups exactly as the raw path does.
-// Unique visitors are not additive: they are always counted exactly from `sessions`
-// (index-only scan of sessions_visitors_idx).
+//
+// Unique visitors are not additive. They are counted exactly from `sessions` (index-only
+// scan of sessions_visitors_idx) when the period has at most `exactVisitorsMax` sessions or
+// when the server has no hll extension; otherwise from the hourly HyperLogLog sketches of
+// rollup_visitors_hourly and their UTC day parts in rollup_visitors_dayparts (the log's
+// hours hashed on the fly), unioned per series bucket and for the total: relative standard error at most 1% (log2m 14; bias-corrected by
+// tm_visitors_estimate), exact up to 1280 distinct visitors per union (explicit list). The choice is made inside the statement,
+// from the period's session count the same statement sums (only the chosen branch runs).
 //
 // This holds only when every hour lies entirely inside one series bucket and inside or
 // outside the period: planFor() takes the rollups only when the period bounds and every
@@ -105,14 +115,116 @@ const RAW_MEASURES = `count(*),
                count(*) FILTER (WHERE s.duration_ms > 0),
                coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0)`;
 
+/** HyperLogLog parameters of every sketch (sql/008_rollup_visitors.sql): log2m, regwidth, expthresh, sparseon. */
+export const HLL_PARAMS = '14, 5, -1, 1';
+/**
+ * Documented bound of a unique-visitor estimate's relative error: 3 standard errors of at
+ * most 1% (nominal 1.04 / sqrt(2^14) = 0.81%; measured 0.6-0.95% depending on the count,
+ * bias <= 0.2% after tm_visitors_estimate's correction), i.e. 99.7% of the numbers.
+ */
+export const HLL_ERROR_BOUND = 0.03;
+
+export interface VisitorCounting {
+  /** Count exactly when the period has at most this many sessions. */
+  exactMax: number;
+  /** rollup_visitors_hourly exists (the hll extension is installed); else always exact. */
+  sketches: boolean;
+}
+
 /**
  * Metrics over the rollups: one row per series bucket (1-based width_bucket index) plus the
  * totals row (bucket NULL), with the columns of the raw query (sessions, bounces,
- * timed_sessions, duration_ms, screen_views, visitors).
+ * timed_sessions, duration_ms, screen_views, visitors) and `exact` (visitors counted exactly).
  */
-export function rollupMetricsSql(scope: RollupScope, buckets: readonly Date[], params: SqlParams): string {
+export function rollupMetricsSql(scope: RollupScope, buckets: readonly Date[], params: SqlParams, counting: VisitorCounting = { exactMax: Infinity, sketches: false }): string {
   const b = bind(scope, params);
   const starts = `${params.add(buckets.map((x) => x.toISOString()))}::timestamptz[]`;
+  const sketches = counting.sketches && Number.isFinite(counting.exactMax);
+  // The session count decides; its sum comes from the rollups, so deciding costs nothing.
+  const exact = sketches ? '(SELECT d.exact FROM decide d)' : 'true';
+  const exactVisitors = `
+      exact_visitors AS (
+        -- COLLATE "C": the same distinct values (equality is bytewise either way), sorted
+        -- by memcmp instead of the locale's strcoll: half the CPU of this step.
+        SELECT width_bucket(v.started_at, ${starts}) AS bucket, count(DISTINCT v.profile_id COLLATE "C") AS visitors
+        FROM sessions v
+        WHERE v.project_id = ${b.project} AND v.started_at >= ${b.start} AND v.started_at < ${b.end} AND NOT v.is_bot
+          AND ${exact}
+        GROUP BY GROUPING SETS ((width_bucket(v.started_at, ${starts})), ())
+      )`;
+  const decide = sketches
+    ? `
+      decide AS MATERIALIZED (
+        SELECT coalesce((SELECT sums.sessions FROM sums WHERE sums.bucket IS NULL), 0) <= ${params.add(counting.exactMax)}::numeric AS exact
+      ),`
+    : '';
+  const sketchVisitors = sketches
+    ? `,
+      -- Each series bucket's share of the period, cut at UTC midnights. A cut that starts or
+      -- ends a UTC day with no logged hour is one stored day part (prefix 'p' of hours 0..k,
+      -- suffix 's' of hours k..23; a whole day is prefix 23); any other reads its hours.
+      segs AS MATERIALIZED (
+        SELECT x.bucket, x.d, x.lo, x.hi,
+               NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= x.d AND inv.bucket < x.d + interval '1 day') AS day_ok,
+               CASE WHEN x.lo = x.d THEN 'p' WHEN x.hi = x.d + interval '1 day' THEN 's' END AS kind,
+               CASE WHEN x.lo = x.d THEN (extract(epoch FROM x.hi - x.d) / 3600)::int - 1
+                    WHEN x.hi = x.d + interval '1 day' THEN (extract(epoch FROM x.lo - x.d) / 3600)::int END AS k
+        FROM (
+          SELECT bk.i AS bucket, d.d, greatest(bk.lo, d.d) AS lo, least(bk.hi, d.d + interval '1 day') AS hi
+          FROM (
+            SELECT i, greatest((${starts})[i], ${b.start}) AS lo,
+                   least(coalesce((${starts})[i + 1], ${b.end}), ${b.end}) AS hi
+            FROM generate_subscripts(${starts}, 1) AS i
+          ) bk
+          CROSS JOIN LATERAL generate_series(date_trunc('day', bk.lo, 'UTC'), bk.hi - interval '1 microsecond', interval '1 day') AS d(d)
+          WHERE bk.lo < bk.hi AND NOT ${exact}
+        ) x
+      ),
+      sketches AS (
+        SELECT segs.bucket, dp.visitors AS sketch
+        FROM segs
+        -- LATERAL (kept by OFFSET 0): primary-key probes, whatever the row estimates
+        CROSS JOIN LATERAL (
+          SELECT x.visitors FROM rollup_visitors_dayparts x
+          WHERE x.project_id = ${b.project} AND x.bucket = segs.d AND x.kind = segs.kind AND x.k = segs.k
+          OFFSET 0
+        ) dp
+        WHERE segs.day_ok AND segs.kind IS NOT NULL
+        UNION ALL
+        SELECT segs.bucket, h.visitors
+        FROM segs
+        CROSS JOIN LATERAL (
+          SELECT x.bucket, x.visitors FROM rollup_visitors_hourly x
+          WHERE x.project_id = ${b.project} AND x.bucket >= segs.lo AND x.bucket < segs.hi
+          OFFSET 0
+        ) h
+        WHERE NOT (segs.day_ok AND segs.kind IS NOT NULL)
+          AND h.bucket NOT IN (SELECT inv.bucket FROM inv)
+        UNION ALL
+        SELECT width_bucket(inv.bucket, ${starts}), hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS})
+        FROM ${tailSessions(b)}
+        WHERE NOT ${exact}
+        GROUP BY inv.bucket
+      ),
+      -- one union per series bucket, then the total from those
+      bucket_sketches AS MATERIALIZED (
+        SELECT sketches.bucket, hll_union_agg(sketches.sketch) AS sketch
+        FROM sketches
+        GROUP BY sketches.bucket
+      ),
+      sketch_visitors AS (
+        -- tm_visitors_estimate: hll_cardinality with the estimator's bias removed (sql/008_rollup_visitors.sql)
+        SELECT k.bucket, tm_visitors_estimate(k.sketch) AS visitors FROM bucket_sketches k
+        UNION ALL
+        SELECT NULL, tm_visitors_estimate(hll_union_agg(k.sketch)) FROM bucket_sketches k
+      ),
+      visitors AS (
+        SELECT e.bucket, e.visitors, true AS exact FROM exact_visitors e WHERE ${exact}
+        UNION ALL
+        SELECT k.bucket, k.visitors, false FROM sketch_visitors k WHERE NOT ${exact}
+      )`
+    : `,
+      visitors AS (SELECT e.bucket, e.visitors, true AS exact FROM exact_visitors e)`;
   return `
       WITH ${invalidatedCte(b)},
       parts AS (
@@ -130,20 +242,125 @@ export function rollupMetricsSql(scope: RollupScope, buckets: readonly Date[], p
                sum(parts.screen_views) AS screen_views
         FROM parts
         GROUP BY GROUPING SETS ((width_bucket(parts.hour, ${starts})), ())
-      ),
-      visitors AS (
-        -- COLLATE "C": the same distinct values (equality is bytewise either way), sorted
-        -- by memcmp instead of the locale's strcoll: half the CPU of this step.
-        SELECT width_bucket(v.started_at, ${starts}) AS bucket, count(DISTINCT v.profile_id COLLATE "C") AS visitors
-        FROM sessions v
-        WHERE v.project_id = ${b.project} AND v.started_at >= ${b.start} AND v.started_at < ${b.end} AND NOT v.is_bot
-        GROUP BY GROUPING SETS ((width_bucket(v.started_at, ${starts})), ())
-      )
+      ),${decide}${exactVisitors}${sketchVisitors}
       SELECT coalesce(sums.bucket, visitors.bucket) AS bucket,
              coalesce(sums.sessions, 0) AS sessions, coalesce(sums.bounces, 0) AS bounces,
              coalesce(sums.timed_sessions, 0) AS timed_sessions, coalesce(sums.duration_ms, 0) AS duration_ms,
-             coalesce(sums.screen_views, 0) AS screen_views, coalesce(visitors.visitors, 0) AS visitors
+             coalesce(sums.screen_views, 0) AS screen_views, coalesce(visitors.visitors, 0) AS visitors,
+             coalesce(visitors.exact, true) AS exact
       FROM sums FULL JOIN visitors ON coalesce(sums.bucket, -1) = coalesce(visitors.bucket, -1)`;
+}
+
+/**
+ * Pages over the rollups plus the raw views of the log's hours: columns origin, path,
+ * sessions, entries, bounces, timed_views, duration_ms, title; sorted and paged as the raw
+ * query (sessions DESC, path, origin in byte order). The period is cut at UTC midnights into
+ * segments: a whole UTC day with no hour in the log reads its rollup_pages_daily rows, any
+ * other segment the rollup_pages_hourly rows of its hours not in the log; the log's hours
+ * read raw sessions and their screen views. The title of each row of the page is the latest
+ * titled view among those three sources (title indexes read backwards).
+ */
+export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: number, offset: number, screenView: string): string {
+  const b = bind(scope, params);
+  // screenView is a constant of ours (SCREEN_VIEW), inlined for the partial indexes' predicate.
+  const view = `'${screenView.replace(/'/g, "''")}'`;
+  return `
+      WITH ${invalidatedCte(b)},
+      segs AS MATERIALIZED (
+        SELECT greatest(d, ${b.start}) AS lo, least(d + interval '1 day', ${b.end}) AS hi,
+               (d >= ${b.start} AND d + interval '1 day' <= ${b.end}
+                AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= d AND inv.bucket < d + interval '1 day')) AS whole
+        FROM generate_series(date_trunc('day', ${b.start}, 'UTC'), ${b.end} - interval '1 microsecond', interval '1 day') AS d
+      ),
+      ts AS MATERIALIZED (
+        SELECT inv.bucket, s.id, s.started_at, s.last_event_at, s.is_bounce, s.entry_origin, s.entry_path
+        FROM ${tailSessions(b)}
+      ),
+      -- per log hour, the time range of its sessions' events (bounds each index range scan)
+      spans AS MATERIALIZED (
+        SELECT ts.bucket, max(ts.last_event_at) AS until FROM ts GROUP BY ts.bucket
+      ),
+      tv AS MATERIALIZED (
+        SELECT e.id, e.session_id, e.origin COLLATE "C" AS origin, e.path COLLATE "C" AS path, e.title, e.created_at,
+               e.duration_ms, ts.is_bounce, (ts.entry_origin = e.origin AND ts.entry_path = e.path) AS entered
+        FROM spans
+        -- LATERAL (kept by OFFSET 0): an index range scan per log hour, whatever the row estimates
+        CROSS JOIN LATERAL (
+          SELECT e.id, e.session_id, e.origin, e.path, e.title, e.created_at, e.duration_ms FROM events e
+          WHERE e.project_id = ${b.project} AND e.name = ${view}
+            AND e.created_at >= spans.bucket AND e.created_at <= spans.until
+          OFFSET 0
+        ) e
+        JOIN ts ON ts.id = e.session_id AND ts.bucket = spans.bucket
+        WHERE e.created_at >= ts.started_at
+      ),
+      parts AS (
+        SELECT r.origin COLLATE "C" AS origin, r.path COLLATE "C" AS path,
+               r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms
+        FROM rollup_pages_daily r
+        WHERE r.project_id = ${b.project} AND r.bucket = ANY ((SELECT array_agg(segs.lo) FROM segs WHERE segs.whole)::timestamptz[])
+        UNION ALL
+        SELECT r.origin COLLATE "C", r.path COLLATE "C",
+               r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms
+        FROM segs JOIN rollup_pages_hourly r ON r.project_id = ${b.project} AND r.bucket >= segs.lo AND r.bucket < segs.hi
+        WHERE NOT segs.whole AND r.bucket NOT IN (SELECT inv.bucket FROM inv)
+        UNION ALL
+        -- per page, then per (page, session) first: the distinct counts without sorting
+        SELECT ps.origin, ps.path, count(*), count(*) FILTER (WHERE ps.entered), count(*) FILTER (WHERE ps.bounced),
+               sum(ps.timed_views), sum(ps.duration_ms)
+        FROM (
+          SELECT tv.origin, tv.path, tv.session_id, bool_or(tv.entered) AS entered, bool_or(tv.entered AND tv.is_bounce) AS bounced,
+                 count(tv.duration_ms) AS timed_views, coalesce(sum(tv.duration_ms), 0) AS duration_ms
+          FROM tv
+          GROUP BY tv.origin, tv.path, tv.session_id
+        ) ps
+        GROUP BY ps.origin, ps.path
+      ),
+      -- the latest titled raw views of each page (several on a tie in time: the id decides below)
+      tail_titles AS MATERIALIZED (
+        SELECT tv.origin, tv.path, tv.title, tv.created_at, tv.id
+        FROM tv
+        JOIN (SELECT tv.origin, tv.path, max(tv.created_at) AS at FROM tv WHERE tv.title <> '' GROUP BY tv.origin, tv.path) latest
+          ON latest.origin = tv.origin AND latest.path = tv.path AND latest.at = tv.created_at
+        WHERE tv.title <> ''
+      ),
+      ranked AS (
+        SELECT parts.origin, parts.path,
+               sum(parts.sessions) AS sessions, sum(parts.entries) AS entries, sum(parts.bounces) AS bounces,
+               sum(parts.timed_views) AS timed_views, sum(parts.duration_ms) AS duration_ms
+        FROM parts
+        GROUP BY parts.origin, parts.path
+        ORDER BY sum(parts.sessions) DESC, parts.path, parts.origin
+        LIMIT ${params.add(limit)} OFFSET ${params.add(offset)}
+      )
+      SELECT r.origin, r.path, r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms,
+             coalesce((
+               SELECT t.title FROM (
+                 (SELECT x.title, x.title_at AS at, x.title_id AS id FROM rollup_pages_daily x
+                  WHERE x.project_id = ${b.project}
+                    AND x.path = r.path COLLATE "default" AND x.origin = r.origin COLLATE "default"
+                    AND x.title <> ''
+                    AND x.bucket = ANY ((SELECT array_agg(segs.lo) FROM segs WHERE segs.whole)::timestamptz[])
+                  ORDER BY x.title_at DESC, x.title_id DESC
+                  LIMIT 1)
+                 UNION ALL
+                 (SELECT x.title, x.title_at, x.title_id FROM rollup_pages_hourly x
+                  WHERE x.project_id = ${b.project}
+                    AND x.path = r.path COLLATE "default" AND x.origin = r.origin COLLATE "default"
+                    AND x.title <> ''
+                    AND x.bucket >= ${b.start} AND x.bucket < ${b.end}
+                    AND x.bucket NOT IN (SELECT inv.bucket FROM inv)
+                    AND date_trunc('day', x.bucket, 'UTC') NOT IN (SELECT segs.lo FROM segs WHERE segs.whole)
+                  ORDER BY x.title_at DESC, x.title_id DESC
+                  LIMIT 1)
+                 UNION ALL
+                 (SELECT v.title, v.created_at, v.id FROM tail_titles v
+                  WHERE v.origin = r.origin AND v.path = r.path)
+               ) t
+               ORDER BY t.at DESC, t.id DESC
+               LIMIT 1), '') AS title
+      FROM ranked r
+      ORDER BY r.sessions DESC, r.path, r.origin`;
 }
 
 /**

@@ -12,6 +12,7 @@ import { withTimeout } from '../query/db';
 import { QueryTimeoutError } from '../query/errors';
 import { parsePageParams, parsePeriodParams, type Filter, type PageParams } from '../query/params';
 import { refreshRollups } from '../store/rollups';
+import { mulberry32 } from '../../test/support/random';
 import {
   getBreakdown,
   getMetrics,
@@ -71,16 +72,6 @@ interface GenSession {
   events: GenEvent[];
 }
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const TECH = [
   { device: 'desktop', browser: 'Chrome', browser_version: '120', os: 'Windows', os_version: '10', brand: '', model: '' },

@@ -61,3 +61,19 @@ export async function ensureDatabase(url: string): Promise<void> {
     await client.end();
   }
 }
+
+/** Runs `fn` in one transaction on a pooled connection: COMMIT on success, ROLLBACK on error. */
+export async function transaction<T>(db: Pool, fn: (c: PoolClient) => Promise<T>): Promise<T> {
+  const c = await db.connect();
+  try {
+    await c.query('BEGIN');
+    const result = await fn(c);
+    await c.query('COMMIT');
+    return result;
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    c.release();
+  }
+}

@@ -1,6 +1,6 @@
 // SQL of the periodic jobs: session-end lookups and retention.
 import type { Pool } from './db';
-import { rollupRelations } from './rollups';
+import { rollupKinds } from './rollups';
 
 export async function sessionForEndCheck(db: Pool, sessionId: string): Promise<{ ended: boolean; updatedAtMs: number } | null> {
   const r = await db.query<{ ended: boolean; updated_at: Date }>('SELECT ended, updated_at FROM sessions WHERE id = $1 LIMIT 1', [sessionId]);
@@ -13,24 +13,25 @@ export async function applyRetention(db: Pool, days: number): Promise<{ events: 
   if (days <= 0) return { events: 0, sessions: 0 };
   const cutoff = new Date(Date.now() - days * 86_400_000).toISOString();
   const ts = (await db.query<{ ts: boolean }>('SELECT tm_timescale() AS ts')).rows[0]?.ts;
-  const relations = await rollupRelations(db);
+  const kinds = await rollupKinds(db);
   // The hour holding the cutoff loses part of its sessions: read raw until the next refresh.
   await db.query(
     `INSERT INTO rollup_invalidations (project_id, bucket) SELECT id, date_trunc('hour', $1::timestamptz, 'UTC') FROM projects
      ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
     [cutoff],
   );
+  // Service-kept rollup tables lose the hours before the cutoff on both engines.
+  for (const rel of kinds.keptTables) {
+    await db.query(`DELETE FROM "${rel.replace(/"/g, '""')}" WHERE bucket < date_trunc('hour', $1::timestamptz, 'UTC')`, [cutoff]);
+  }
   if (ts) {
     await db.query(`SELECT drop_chunks('events', older_than => $1::timestamptz)`, [cutoff]);
     await db.query(`SELECT drop_chunks('sessions', older_than => $1::timestamptz)`, [cutoff]);
     // Rollups of the dropped window are recomputed (to nothing) so they stop counting it.
-    for (const rel of relations) {
+    for (const rel of kinds.caggs) {
       await db.query('CALL refresh_continuous_aggregate($1::regclass, NULL, date_trunc(\'hour\', $2::timestamptz, \'UTC\'))', [rel, cutoff]);
     }
     return { events: -1, sessions: -1 };
-  }
-  for (const rel of relations) {
-    await db.query(`DELETE FROM ${rel} WHERE bucket < date_trunc('hour', $1::timestamptz, 'UTC')`, [cutoff]);
   }
   // Whole monthly partitions that end before the cutoff go at once; the rest row by row.
   const parts = await db.query<{ name: string; upper: string }>(

@@ -1,7 +1,7 @@
 // Keeps the hourly rollups (sql/002_rollups.sql) in step with sessions: every invalidated
 // (project, hour) older than the current hour is recomputed, then its log entry is removed
 // only if no worker changed that hour again meanwhile (version check).
-import type { Pool } from './db';
+import { transaction, type Pool } from './db';
 
 export interface RefreshResult {
   buckets: number;
@@ -14,10 +14,33 @@ interface Invalidation {
   version: number;
 }
 
+/** Every rollup relation (sql/007_rollup_registry.sql). */
 export async function rollupRelations(db: Pool): Promise<string[]> {
-  const r = await db.query<{ relation: string }>('SELECT relation FROM rollup_dimensions ORDER BY dimension');
-  return ['rollup_sessions_hourly', ...r.rows.map((x) => x.relation)];
+  const r = await db.query<{ relation: string }>('SELECT relation FROM rollup_registry ORDER BY relation');
+  return r.rows.map((x) => x.relation);
 }
+
+export interface RollupKinds {
+  /** TimescaleDB continuous aggregates, refreshed over hour ranges. */
+  caggs: string[];
+  /** Tables the service keeps, by their per-(project, hour) refresh functions. */
+  keptTables: string[];
+  refreshFunctions: string[];
+}
+
+export async function rollupKinds(db: Pool): Promise<RollupKinds> {
+  const r = await db.query<{ relation: string; refresh_fn: string | null }>('SELECT relation, refresh_fn FROM rollup_registry ORDER BY relation');
+  const fns = new Set<string>();
+  for (const x of r.rows) if (x.refresh_fn) fns.add(x.refresh_fn);
+  return {
+    caggs: r.rows.filter((x) => !x.refresh_fn).map((x) => x.relation),
+    keptTables: r.rows.filter((x) => x.refresh_fn).map((x) => x.relation),
+    refreshFunctions: [...fns].sort(),
+  };
+}
+
+/** Identifiers from rollup_registry are quoted before they reach SQL text. */
+const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
 
 /**
  * Refreshes up to `limit` invalidated buckets that ended before `before` (default: the
@@ -30,6 +53,7 @@ export async function refreshRollups(db: Pool, timescale: boolean, opts: { limit
     [before.toISOString(), opts.limit ?? 500],
   );
   if (!rows.length) return { buckets: 0 };
+  const kinds = await rollupKinds(db);
   if (timescale) {
     // A continuous aggregate refresh covers every project of an hour; contiguous hours go together.
     const hours = [...new Set(rows.map((r) => r.bucket.getTime()))].sort((a, b) => a - b);
@@ -39,22 +63,16 @@ export async function refreshRollups(db: Pool, timescale: boolean, opts: { limit
       if (last && last[1] === h) last[1] = h + 3_600_000;
       else ranges.push([h, h + 3_600_000]);
     }
-    const relations = await rollupRelations(db);
     for (const [from, to] of ranges) {
-      for (const rel of relations) {
+      for (const rel of kinds.caggs) {
         await db.query('CALL refresh_continuous_aggregate($1::regclass, $2::timestamptz, $3::timestamptz)', [
           rel, new Date(from).toISOString(), new Date(to).toISOString(),
         ]);
       }
     }
-    await db.query(
-      `DELETE FROM rollup_invalidations i USING unnest($1::text[], $2::timestamptz[], $3::int4[], $4::int8[]) AS u(p, b, s, v)
-       WHERE i.project_id = u.p AND i.bucket = u.b AND i.shard = u.s AND i.version = u.v`,
-      [rows.map((r) => r.project_id), rows.map((r) => r.bucket.toISOString()), rows.map((r) => r.shard), rows.map((r) => r.version)],
-    );
-    return { buckets: rows.length };
   }
-  // One recompute per (project, hour), however many shards logged it.
+  // Service-kept tables: one recompute per (project, hour), however many shards logged it,
+  // in the transaction that removes its log entries.
   const byBucket = new Map<string, Invalidation[]>();
   for (const r of rows) {
     const k = `${r.project_id}\u0000${r.bucket.toISOString()}`;
@@ -62,22 +80,16 @@ export async function refreshRollups(db: Pool, timescale: boolean, opts: { limit
   }
   for (const group of byBucket.values()) {
     const r = group[0]!;
-    const c = await db.connect();
-    try {
-      await c.query('BEGIN');
-      await c.query('SELECT tm_refresh_rollup_bucket($1, $2)', [r.project_id, r.bucket.toISOString()]);
+    await transaction(db, async (c) => {
+      for (const fn of kinds.refreshFunctions) {
+        await c.query(`SELECT ${ident(fn)}($1::text, $2::timestamptz)`, [r.project_id, r.bucket.toISOString()]);
+      }
       await c.query(
         `DELETE FROM rollup_invalidations i USING unnest($3::int4[], $4::int8[]) AS u(s, v)
          WHERE i.project_id = $1 AND i.bucket = $2 AND i.shard = u.s AND i.version = u.v`,
         [r.project_id, r.bucket.toISOString(), group.map((g) => g.shard), group.map((g) => g.version)],
       );
-      await c.query('COMMIT');
-    } catch (err) {
-      await c.query('ROLLBACK').catch(() => {});
-      throw err;
-    } finally {
-      c.release();
-    }
+    });
   }
   return { buckets: rows.length };
 }
