@@ -1,7 +1,7 @@
 // Bench data generator: loads N events (with their sessions) for 30 days ending now straight
 // into PostgreSQL, shaped exactly like what the worker writes (sessions rows; events rows for
 // screen views, custom events and the service's own session_start/session_end), then logs
-// every (project, hour) in rollup_invalidations as the worker's commit does, refreshes the
+// every (project, hour) of sessions and events in rollup_invalidations as the worker's commit does, refreshes the
 // rollups with the service's own refreshRollups() and runs VACUUM ANALYZE.
 //
 //   npx tsx bench/generate.ts --events 1000000 --db postgres://postgres@127.0.0.1:5432/bench_1m
@@ -499,13 +499,18 @@ async function main(): Promise<void> {
   if (invalid.rows.length) throw new Error(`indexes not valid after the rebuild: ${invalid.rows.map((r) => r.name).join(', ')}`);
   log(`${dropped.length} indexes rebuilt in ${fmt(performance.now() - ix0)}`);
 
-  // The worker logs the hour of every session it writes; then the service's refresh.
+  // The worker logs the hour of every session and of every event it writes; then the
+  // service's refresh. (An hour can hold events of sessions that started earlier.)
   const r0 = performance.now();
+  await pool.query('ANALYZE sessions');
+  await pool.query('ANALYZE events');
   await pool.query(
     `INSERT INTO rollup_invalidations (project_id, bucket)
-     SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions ON CONFLICT DO NOTHING`,
+     SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions
+     UNION
+     SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events
+     ON CONFLICT DO NOTHING`,
   );
-  await pool.query('ANALYZE sessions');
   let buckets = 0;
   for (;;) {
     const r = await refreshRollups(pool, timescale, { before: new Date('9999-01-01T00:00:00Z'), limit: 500 });

@@ -29,6 +29,9 @@
 //   `names` = [event name, ...breakdown values] ('' values are kept, unlike OpenPanel which
 //   drops empty labels, so names always has 1 + breakdowns entries when there is data).
 // - Empty buckets are 0. Values are exact numbers (no rounding) as in OpenPanel.
+// - Event counts (segment event) without filters, with no breakdown or one on `name` or a
+//   rolled-up column, read the hourly event rollups when every bucket boundary inside the
+//   period is a whole UTC hour (./rollups.ts); the answer is the raw one (tested both ways).
 // - Series metrics as OpenPanel's format(): sum = sum of the data points (rounded to 2
 //   decimals); average = mean of the NON-ZERO data points (OpenPanel's average() skips
 //   zeros), 2 decimals, 0 when all are zero; min / max over all data points; count = the
@@ -61,6 +64,7 @@ import {
 import type { ExportOptions } from './events';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
 import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
+import { chartRollup, rollupGroupedSql, type ExportPath } from './rollups';
 
 export const MAX_BUCKETS = 3000;
 
@@ -222,6 +226,8 @@ interface SeriesQuery {
   limit: number;
   /** Breakdown value combinations to compute (previous period); null = the top `limit`. */
   combos: string[][] | null;
+  /** 'raw' never reads the event rollups. */
+  path: ExportPath;
 }
 
 interface SeriesResult {
@@ -263,7 +269,9 @@ function seriesSql(q: SeriesQuery, p: SqlParams): string {
   }
   const where = conditions.join('\n      AND ');
   const bExprs = breakdowns.map((bd) => breakdownExpr(bd.name, p));
-  const bucket = `width_bucket(s.created_at, ${p.add(q.window.buckets.map((d) => d.toISOString()))}::timestamptz[])`;
+  // Added to the parameters only when used (an unreferenced parameter has no type: error).
+  let bucketSql: string | undefined;
+  const bucketExpr = () => (bucketSql ??= `width_bucket(s.created_at, ${p.add(q.window.buckets.map((d) => d.toISOString()))}::timestamptz[])`);
   const order = ['n DESC', ...b.map((c) => `${c} COLLATE "C"`)].join(', ');
   const given = (): string => {
     const arrays = b.map((_, i) => `${p.add(q.combos!.map((c) => c[i] ?? ''))}::text[]`).join(', ');
@@ -272,10 +280,18 @@ function seriesSql(q: SeriesQuery, p: SqlParams): string {
 
   if (!TWO_PASS.has(item.segment)) {
     const bSelect = bExprs.map((e, i) => `, ${e} AS b${i}`).join('');
-    const sets = breakdowns.length ? `(${[bucket, ...bExprs].join(', ')}), (${bExprs.join(', ')})` : `(${bucket}), ()`;
-    const grouped = `SELECT ${bucket} AS bucket${bSelect}, count(*) AS n, (${AGGREGATE[item.segment](v)})::text AS value
+    // Event counts without filters: whole hours from the event rollups (./rollups.ts).
+    const rollup = chartRollup(q.window, item.segment, q.filters, breakdowns, q.path);
+    let grouped: string;
+    if (rollup) {
+      grouped = rollupGroupedSql(rollup, { projectId: q.projectId, name: item.name, window: q.window, rawWhere: where, rawValue: bExprs[0] ?? null }, p);
+    } else {
+      const bucket = bucketExpr();
+      const sets = breakdowns.length ? `(${[bucket, ...bExprs].join(', ')}), (${bExprs.join(', ')})` : `(${bucket}), ()`;
+      grouped = `SELECT ${bucket} AS bucket${bSelect}, count(*) AS n, (${AGGREGATE[item.segment](v)})::text AS value
       FROM events s WHERE ${where}
       GROUP BY GROUPING SETS (${sets})`;
+    }
     if (breakdowns.length === 0) return `SELECT g.bucket, 1 AS rk, g.value FROM (${grouped}) g`;
     const top = q.combos
       ? given()
@@ -300,7 +316,7 @@ function seriesSql(q: SeriesQuery, p: SqlParams): string {
     ? '(SELECT DISTINCT ON (src.profile_id) * FROM src ORDER BY src.profile_id, src.created_at DESC, src.id DESC) s'
     : 'src s CROSS JOIN LATERAL unnest(s.groups) AS g(gid)';
   const keys = ['s.rk', ...b.map((c) => `s.${c}`)].join(', ');
-  const srcBucket = bucket; // same expression over alias s
+  const srcBucket = bucketExpr(); // same expression over alias s
   return `WITH ev AS (${ev})${top}, src AS (${src})
     SELECT ${srcBucket} AS bucket, ${keys}, (${AGGREGATE[item.segment](v)})::text AS value
     FROM ${from}
@@ -387,7 +403,7 @@ export async function getChart(
       const series: ChartSeries[] = [];
       const usedIds = new Set<string>();
       for (const [index, item] of params.series.entries()) {
-        const base = { projectId, item, filters: [...item.filters, ...params.filters], limit: params.limit };
+        const base = { projectId, item, filters: [...item.filters, ...params.filters], limit: params.limit, path: options.path ?? 'auto' };
         const cur = await querySeries(db, { ...base, window: current, breakdowns: params.breakdowns, combos: null });
         const withValues = cur.combos[0]!.length > 0;
         const prev = previous

@@ -28,6 +28,9 @@
 //   starts is its snapshot boundary, so events that arrive later never shift the pages.
 // - Every page answers meta {count, totalCount, pages, current, cursor}. totalCount is
 //   the number of matching events at or before the anchor; pages = ceil(totalCount/limit).
+//   Without profileId and filters it is summed from the hourly event rollups plus raw counts
+//   of the partial edge hours and of the hours changed since the last refresh (./rollups.ts):
+//   the same number, at a cost that follows the hours, not the events.
 // - `cursor` (opaque: anchor, last row of the page, page number, totalCount, and a
 //   fingerprint of the query) asks for the next page by keyset: (created_at, id) < last
 //   row. Any depth costs the same (an index range scan of `limit` rows) and totalCount is
@@ -60,10 +63,13 @@ import {
   type TimeBound,
 } from './params';
 import { checkRegexes, mapRegexErrors, projectTimezone, TS_TEXT, withoutJit } from '../query/lookups';
+import { countSpan, totalCountSql, type ExportPath } from './rollups';
 
 export interface ExportOptions {
   /** Statement timeout of every query, ms (default 5000). */
   statementTimeoutMs?: number;
+  /** 'raw' never reads the event rollups (the reference path, for tests); default 'auto'. */
+  path?: ExportPath;
 }
 
 export interface ExportedProfile {
@@ -324,7 +330,7 @@ export async function getEventsPage(
   return withTimeout(pool, timeoutMs, async (db) => {
     await withoutJit(db);
     const q = await prepare(db, projectId, params);
-    return mapRegexErrors(() => (params.cursor ? pageAfterCursor(db, q, params.cursor, fingerprint) : pageByNumber(db, q, fingerprint)));
+    return mapRegexErrors(() => (params.cursor ? pageAfterCursor(db, q, params.cursor, fingerprint) : pageByNumber(db, q, fingerprint, options.path)));
   });
 }
 
@@ -340,7 +346,7 @@ async function pageAfterCursor(db: Queryable, q: EventQuery, cursor: ExportCurso
   return page(rows, cursor.page + 1, cursor.total, cursor.anchor, fingerprint, q.params);
 }
 
-async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string): Promise<EventsPage> {
+async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string, path: ExportPath = 'auto'): Promise<EventsPage> {
   const { limit, includes } = q.params;
   const current = q.params.page ?? 1;
   // The anchor: the newest matching event now.
@@ -351,9 +357,7 @@ async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string): 
   const anchor = positionOf(anchorRow);
   const atOrBefore = (p: SqlParams) => `(e.created_at, e.id) <= (${p.add(anchor.ts)}::timestamptz, ${p.add(anchor.id)}::uuid)`;
 
-  const cp = new SqlParams();
-  const counted = await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM events e WHERE ${whereSql(q, cp)} AND ${atOrBefore(cp)}`, cp.values);
-  const total = Number(counted.rows[0]?.n ?? 0);
+  const total = await countAtOrBefore(db, q, anchor, atOrBefore, path);
 
   const offset = (current - 1) * limit;
   let rows: Row[] = [];
@@ -366,6 +370,28 @@ async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string): 
     rows = (await db.query(sql, p.values)).rows;
   }
   return page(rows, current, total, anchor, fingerprint, q.params);
+}
+
+/**
+ * totalCount: the matching events at or before the anchor. Without profileId and filters
+ * from the hourly event rollups plus the raw edge and invalidated hours (./rollups.ts);
+ * otherwise, or with path 'raw', a count of the raw rows.
+ */
+async function countAtOrBefore(
+  db: Queryable,
+  q: EventQuery,
+  anchor: KeysetPosition,
+  atOrBefore: (p: SqlParams) => string,
+  path: ExportPath = 'auto',
+): Promise<number> {
+  const scope = { projectId: q.projectId, events: q.events, startIso: q.start?.iso, anchorIso: anchor.ts };
+  const span = countSpan(scope, { profileId: q.profileId, filters: q.params.filters, path });
+  const p = new SqlParams();
+  const sql = span
+    ? totalCountSql(scope, span, p, (pp) => whereSql(q, pp), atOrBefore)
+    : `SELECT count(*)::text AS n FROM events e WHERE ${whereSql(q, p)} AND ${atOrBefore(p)}`;
+  const counted = await db.query<{ n: string }>(sql, p.values);
+  return Number(counted.rows[0]?.n ?? 0);
 }
 
 function page(rows: Row[], current: number, total: number, anchor: KeysetPosition, fingerprint: string, params: EventsParams): EventsPage {

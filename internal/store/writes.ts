@@ -3,7 +3,7 @@
 import type { EventRecord, QueuedAssignGroup, QueuedGroup, QueuedIdentify, QueuedIncrement } from '../model/event';
 import { SESSION_DIMENSIONS } from '../model/event';
 import type { SessionState } from '../sessionize/session';
-import type { Pool, PoolClient } from './db';
+import { transaction, type Pool, type PoolClient } from './db';
 
 export type ProfileOp = QueuedIdentify | QueuedIncrement | QueuedGroup | QueuedAssignGroup;
 
@@ -161,17 +161,26 @@ async function upsertSessions(c: PoolClient, sessions: SessionState[]): Promise<
 const HOUR_MS = 3_600_000;
 
 /**
- * Logs the (project, hour) buckets whose sessions changed, in this shard's own rows (no
- * waiting on other shards). Always an UPDATE of the version on conflict, so the row lock
+ * Logs the (project, hour) buckets whose sessions or events changed, in this shard's own
+ * rows (no waiting on other shards): the hour a session started in (session rollups) and
+ * the hour of created_at of every event inserted or deleted (event rollups,
+ * sql/009_event_rollups.sql). Always an UPDATE of the version on conflict, so the row lock
  * orders this commit against a concurrent rollup refresh.
  */
-async function invalidateRollups(c: PoolClient, shard: number, sessions: SessionState[]): Promise<void> {
-  if (!sessions.length) return;
+async function invalidateRollups(
+  c: PoolClient,
+  shard: number,
+  sessions: SessionState[],
+  events: { projectId: string; createdAtMs: number }[] = [],
+): Promise<void> {
+  if (!sessions.length && !events.length) return;
   const keys = new Map<string, [string, number]>();
-  for (const s of sessions) {
-    const bucket = Math.floor(s.startedAt / HOUR_MS) * HOUR_MS;
-    keys.set(`${s.projectId}\u0000${bucket}`, [s.projectId, bucket]);
-  }
+  const add = (projectId: string, ms: number) => {
+    const bucket = Math.floor(ms / HOUR_MS) * HOUR_MS;
+    keys.set(`${projectId}\u0000${bucket}`, [projectId, bucket]);
+  };
+  for (const s of sessions) add(s.projectId, s.startedAt);
+  for (const e of events) add(e.projectId, e.createdAtMs);
   const rows = [...keys.values()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] - b[1]));
   await c.query(
     `INSERT INTO rollup_invalidations (project_id, bucket, shard)
@@ -283,27 +292,25 @@ async function advanceShard(c: PoolClient, b: { stream: string; shard: number; f
 
 /** Writes one shard batch atomically, fenced on the shard's committed position. */
 export async function commitShardBatch(db: Pool, b: ShardBatch): Promise<{ failures: OpFailure[] }> {
-  const c = await db.connect();
-  try {
-    await c.query('BEGIN');
+  return transaction(db, async (c) => {
     await advanceShard(c, b);
+    // Hours whose event counts change: of the events inserted and of the session_end rows deleted.
+    const eventHours = b.events.map((e) => ({ projectId: e.projectId, createdAtMs: e.createdAt.getTime() }));
     if (b.reopenedSessionIds.length) {
       // Before the insert: a reopened session may end again within this very batch.
-      await c.query(`DELETE FROM events WHERE session_id = ANY($1::uuid[]) AND name = 'session_end'`, [b.reopenedSessionIds]);
+      const gone = await c.query<{ project_id: string; created_at: Date }>(
+        `DELETE FROM events WHERE session_id = ANY($1::uuid[]) AND name = 'session_end' RETURNING project_id, created_at`,
+        [b.reopenedSessionIds],
+      );
+      for (const r of gone.rows) eventHours.push({ projectId: r.project_id, createdAtMs: r.created_at.getTime() });
     }
     await insertEvents(c, b.events);
     await updateViewDurations(c, b.viewDurations);
     await upsertSessions(c, b.sessions);
-    await invalidateRollups(c, b.shard, b.sessions);
+    await invalidateRollups(c, b.shard, b.sessions, eventHours);
     const failures = await applyProfileOps(c, b.profileOps);
-    await c.query('COMMIT');
     return { failures };
-  } catch (err) {
-    await c.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    c.release();
-  }
+  });
 }
 
 /** PostgreSQL refused the data itself (not the connection): retrying cannot help. */
@@ -317,9 +324,7 @@ export function isDataError(err: unknown): boolean {
  * stripped so the record itself is storable) and the shard moves past it, fenced.
  */
 export async function commitSkipped(db: Pool, b: { stream: string; shard: number; fromSeq: number; toSeq: number; ops: { id: string; projectId: string; kind: string }[]; reason: string }): Promise<void> {
-  const c = await db.connect();
-  try {
-    await c.query('BEGIN');
+  await transaction(db, async (c) => {
     await advanceShard(c, b);
     if (b.ops.length) {
       // What PostgreSQL refused must still be storable here: no NUL, no lone surrogates.
@@ -332,11 +337,5 @@ export async function commitSkipped(db: Pool, b: { stream: string; shard: number
           b.ops.map(() => clean(b.reason)), b.ops.map((o) => clean(JSON.stringify(o)))],
       );
     }
-    await c.query('COMMIT');
-  } catch (err) {
-    await c.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    c.release();
-  }
+  });
 }

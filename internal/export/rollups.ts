@@ -1,0 +1,216 @@
+// Rollup-backed reads of the export API (sql/009_event_rollups.sql).
+//
+// The hourly event rollups hold exact event counts per (project, UTC hour of created_at):
+// events_hourly per event name and bot flag (every event), and events_<column>_hourly per
+// event name and value of one column (the events charts count: no bots, no session_start /
+// session_end). An hour whose events changed after its last refresh is listed in
+// rollup_invalidations until the refresh catches up (the worker logs it in the transaction
+// that inserts or deletes the events). So a count over [start, end) reads, in ONE statement
+// (one snapshot):
+//   rollup rows of the whole UTC hours inside [start, end) that are NOT in the log
+//   + raw events of the hours that ARE in the log
+//   + raw events of the partial hours at either edge (before the first whole hour, from the
+//     last whole hour on).
+// It is exact as long as every rolled-up hour lies inside one answer bucket: charts use the
+// rollups only when every bucket boundary inside the period is a whole UTC hour (zones with
+// whole-hour offsets; not Asia/Kolkata, not minute intervals). Only unfiltered reads: the
+// rollups keep no per-event data. Distinct counts (user, session, ...) are not additive over
+// hours and always read raw. Callers can force the raw path ('raw') for reference.
+import { RESERVED_EVENT_NAMES } from '../model/event';
+import type { SqlParams } from '../query/filters';
+import type { Filter } from '../query/params';
+import type { ChartSegment } from './params';
+
+/** What a caller may ask for: 'auto' uses the rollups where they are exact; 'raw' never. */
+export type ExportPath = 'auto' | 'raw';
+
+export const HOUR_MS = 3_600_000;
+
+/** The columns with an events_<column>_hourly rollup (same list as sql/009_event_rollups.sql). */
+export const EVENT_ROLLUP_DIMENSIONS = [
+  'referrer', 'referrer_name', 'referrer_type',
+  'utm_source', 'utm_medium', 'utm_campaign', 'utm_term', 'utm_content',
+  'country', 'region', 'city',
+  'device', 'browser', 'browser_version', 'os', 'os_version', 'brand', 'model',
+  'origin', 'path',
+] as const;
+const DIMENSIONS: ReadonlySet<string> = new Set(EVENT_ROLLUP_DIMENSIONS);
+
+/** Segments whose value over a set of hours is the sum of their hourly values. */
+export const ADDITIVE_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['event']);
+
+const floorHour = (ms: number) => Math.floor(ms / HOUR_MS) * HOUR_MS;
+const ceilHour = (ms: number) => Math.ceil(ms / HOUR_MS) * HOUR_MS;
+
+/** The whole UTC hours [from, to) of a range that the rollups answer for (from null: all before `to`). */
+export interface HourSpan {
+  from: Date | null;
+  to: Date;
+}
+
+// ---------------------------------------------------------------------------------------
+// /export/events meta.totalCount
+
+export interface CountScope {
+  projectId: string;
+  /** Event names (empty = every name). */
+  events: readonly string[];
+  /** First instant counted (inclusive), `YYYY-MM-DDTHH:MM:SS.ffffffZ`; undefined = all time. */
+  startIso: string | undefined;
+  /** The walk's anchor: created_at of the newest counted event, same format. */
+  anchorIso: string;
+}
+
+/**
+ * The hours a totalCount can take from the rollups: from the first whole hour at or after
+ * `start` to the start of the anchor's hour (that hour is partial: counted raw). Null when
+ * the request has a profileId or filters (the rollups have neither), or no whole hour fits.
+ */
+export function countSpan(scope: CountScope, opts: { profileId: string | undefined; filters: readonly Filter[]; path?: ExportPath }): HourSpan | null {
+  if (opts.path === 'raw' || opts.profileId !== undefined || opts.filters.length > 0) return null;
+  const to = floorHour(Date.parse(scope.anchorIso));
+  let from = -Infinity;
+  if (scope.startIso !== undefined) {
+    // Date.parse keeps milliseconds only: a start a few microseconds past an hour is not on it.
+    const onHour = scope.startIso.slice(14) === '00:00.000000Z';
+    from = onHour ? Date.parse(scope.startIso) : floorHour(Date.parse(scope.startIso)) + HOUR_MS;
+  }
+  if (!(to > from)) return null;
+  return { from: Number.isFinite(from) ? new Date(from) : null, to: new Date(to) };
+}
+
+/**
+ * One statement giving `n` (text), the number of events matching `rawWhere` (alias `e`,
+ * which must hold the project, start/end and event-name conditions) at or before the
+ * anchor (`atOrBefore`, alias `e`): rollup hours of `span` not invalidated, plus raw events
+ * of its invalidated hours, of the head before it and of the tail from its end.
+ */
+export function totalCountSql(
+  scope: CountScope,
+  span: HourSpan,
+  p: SqlParams,
+  rawWhere: (p: SqlParams) => string,
+  atOrBefore: (p: SqlParams) => string,
+): string {
+  const project = p.add(scope.projectId);
+  const from = span.from ? `${p.add(span.from.toISOString())}::timestamptz` : `'-infinity'::timestamptz`;
+  const to = `${p.add(span.to.toISOString())}::timestamptz`;
+  const names = scope.events.length ? p.add([...scope.events]) : null;
+  const parts = [
+    `(SELECT coalesce(sum(r.count), 0) FROM events_hourly r
+       WHERE r.project_id = ${project} AND r.bucket >= ${from} AND r.bucket < ${to}
+         ${names ? `AND r.name = ANY(${names}::text[])` : ''}
+         AND r.bucket NOT IN (SELECT inv.bucket FROM inv))`,
+    `(SELECT count(*) FROM inv CROSS JOIN LATERAL (
+        SELECT 1 FROM events e
+        WHERE e.project_id = ${project} AND e.created_at >= inv.bucket AND e.created_at < inv.bucket + interval '1 hour'
+          ${names ? `AND e.name = ANY(${names}::text[])` : ''} OFFSET 0) x)`,
+    `(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at >= ${to} AND ${atOrBefore(p)})`,
+  ];
+  if (span.from) parts.push(`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at < ${from})`);
+  return `WITH inv AS MATERIALIZED (
+      SELECT DISTINCT i.bucket FROM rollup_invalidations i
+      WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
+    )
+    SELECT (${parts.join('\n      + ')})::text AS n`;
+}
+
+// ---------------------------------------------------------------------------------------
+// /export/charts
+
+export interface ChartWindow {
+  start: Date;
+  end: Date;
+  /** Bucket starts, ascending; the first is <= start. */
+  buckets: readonly Date[];
+}
+
+/** Where a rolled-up chart series reads its whole hours. */
+export interface ChartRollup {
+  /** Whole hours inside the window (both ends set). */
+  span: { from: Date; to: Date };
+  /** events_hourly or events_<column>_hourly. */
+  relation: string;
+  /** The breakdown value of a rollup row (alias `r`); null without a breakdown. */
+  value: string | null;
+  /** events_hourly rows: keep only what charts count (no bots, no session_start/session_end). */
+  chartedOnly: boolean;
+}
+
+/**
+ * Whether a chart series over `window` can read the rollups, and which one: segment
+ * `event`, no filters, no breakdown or one on a rolled-up column (or `name`), and every
+ * bucket boundary inside the window on a whole UTC hour.
+ */
+export function chartRollup(
+  window: ChartWindow,
+  segment: ChartSegment,
+  filters: readonly Filter[],
+  breakdowns: readonly { name: string }[],
+  path: ExportPath = 'auto',
+): ChartRollup | null {
+  if (path === 'raw' || !ADDITIVE_SEGMENTS.has(segment) || filters.length > 0 || breakdowns.length > 1) return null;
+  const startMs = window.start.getTime();
+  if (!window.buckets.every((b) => b.getTime() <= startMs || b.getTime() % HOUR_MS === 0)) return null;
+  const from = ceilHour(startMs);
+  const to = floorHour(window.end.getTime());
+  if (!(to > from)) return null;
+  const span = { from: new Date(from), to: new Date(to) };
+  const bd = breakdowns[0]?.name;
+  if (bd === undefined) return { span, relation: 'events_hourly', value: null, chartedOnly: true };
+  if (bd === 'name') return { span, relation: 'events_hourly', value: 'r.name', chartedOnly: true };
+  if (DIMENSIONS.has(bd)) return { span, relation: `events_${bd}_hourly`, value: 'r.value', chartedOnly: false };
+  return null;
+}
+
+/**
+ * The `grouped` part of a chart series over the rollups, same columns and grouping sets as
+ * the raw one: bucket (1-based width_bucket index; NULL on the total rows), b0 when there
+ * is a breakdown, n (events) and value (text).
+ *
+ * `rawWhere`: the conditions of the raw query (alias `s`: project, window, not bots, not
+ * session_start/session_end, the item's name); `rawValue`: the raw breakdown expression.
+ */
+export function rollupGroupedSql(
+  plan: ChartRollup,
+  opts: { projectId: string; name: string; window: ChartWindow; rawWhere: string; rawValue: string | null },
+  p: SqlParams,
+): string {
+  const project = p.add(opts.projectId);
+  const from = `${p.add(plan.span.from.toISOString())}::timestamptz`;
+  const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
+  const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
+  const rollupWhere = [
+    `r.project_id = ${project}`, `r.bucket >= ${from}`, `r.bucket < ${to}`, 'r.bucket NOT IN (SELECT inv.bucket FROM inv)',
+  ];
+  if (plan.chartedOnly) rollupWhere.push('NOT r.is_bot', `r.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`);
+  if (opts.name !== '*') rollupWhere.push(`r.name = ${p.add(opts.name)}`);
+  const b = plan.value !== null;
+  const rawKeys = `width_bucket(s.created_at, ${starts})${b ? `, ${opts.rawValue}` : ''}`;
+  const rawGroup = b ? '1, 2' : '1';
+  const parts = [
+    `SELECT width_bucket(r.bucket, ${starts}) AS bucket${b ? `, ${plan.value} AS b0` : ''}, r.count AS n
+        FROM ${plan.relation} r WHERE ${rollupWhere.join(' AND ')}`,
+    // Per invalidated hour an index range scan of that hour (OFFSET 0 keeps the subquery a
+    // nested loop; joined flat, the planner may scan the whole period and filter).
+    `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*) FROM inv CROSS JOIN LATERAL (
+          SELECT s.created_at${b ? `, ${opts.rawValue} AS b0` : ''} FROM events s
+          WHERE ${opts.rawWhere} AND s.created_at >= inv.bucket AND s.created_at < inv.bucket + interval '1 hour' OFFSET 0) x
+        GROUP BY ${rawGroup}`,
+  ];
+  if (plan.span.from.getTime() > opts.window.start.getTime()) {
+    parts.push(`SELECT ${rawKeys}, count(*) FROM events s WHERE ${opts.rawWhere} AND s.created_at < ${from} GROUP BY ${rawGroup}`);
+  }
+  if (plan.span.to.getTime() < opts.window.end.getTime()) {
+    parts.push(`SELECT ${rawKeys}, count(*) FROM events s WHERE ${opts.rawWhere} AND s.created_at >= ${to} GROUP BY ${rawGroup}`);
+  }
+  const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
+  return `WITH inv AS MATERIALIZED (
+        SELECT DISTINCT i.bucket FROM rollup_invalidations i
+        WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
+      ), parts AS (
+        ${parts.join('\n        UNION ALL\n        ')}
+      )
+      SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, sum(parts.n)::text AS value
+      FROM parts GROUP BY GROUPING SETS (${sets})`;
+}

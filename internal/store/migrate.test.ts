@@ -1,0 +1,59 @@
+// Upgrading a database that already holds data: the migrations that add rollups log the
+// existing hours, so reads stay exact before the refresh and the refresh fills the rollups.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { TestEnv } from '../../test/support/harness';
+import { createPool, ensureDatabase } from './db';
+import { migrate, SQL_DIR } from './migrate';
+import { refreshRollups } from './rollups';
+
+test('migrating a database with events and sessions to the rollup release logs their hours and the refresh fills every rollup', async () => {
+  const env = new TestEnv('upgrade');
+  await ensureDatabase(env.databaseUrl);
+  const db = createPool(env.databaseUrl, 2);
+  const older = mkdtempSync(path.join(os.tmpdir(), 'tm-sql-'));
+  try {
+    // The release before the rollup registry: migrations 001-006.
+    for (const f of readdirSync(SQL_DIR).filter((f) => /^00[1-6]_/.test(f))) cpSync(path.join(SQL_DIR, f), path.join(older, f));
+    await migrate(db, older);
+    const month = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 1));
+    const next = new Date(Date.UTC(month.getUTCFullYear(), month.getUTCMonth() + 1, 1));
+    await db.query(`CREATE TABLE events_upgrade PARTITION OF events FOR VALUES FROM ('${month.toISOString()}') TO ('${next.toISOString()}')`);
+    await db.query("INSERT INTO projects (id, name) VALUES ('p', 'P')");
+    // Two sessions in one hour; three events, one of them an hour later (a session that runs over).
+    const at = new Date(Math.max(month.getTime(), Math.floor(Date.now() / 3_600_000 - 3) * 3_600_000) + 60_000);
+    const later = new Date(at.getTime() + 3_600_000);
+    for (const [sid, device] of [['00000000-0000-7000-8000-000000000001', 'd1'], ['00000000-0000-7000-8000-000000000002', 'd2']]) {
+      await db.query(
+        `INSERT INTO sessions (id, project_id, device_id, profile_id, started_at, last_event_at, country, entry_path, screen_view_count)
+         VALUES ($1, 'p', $2, $2, $3, $3, 'DE', '/a', 1)`, [sid, device, at.toISOString()]);
+    }
+    const events: [string, string, Date][] = [['d1', '00000000-0000-7000-8000-000000000001', at], ['d2', '00000000-0000-7000-8000-000000000002', at], ['d1', '00000000-0000-7000-8000-000000000001', later]];
+    for (const [device, sid, t] of events) {
+      await db.query(
+        `INSERT INTO events (id, project_id, name, device_id, profile_id, session_id, created_at, country, path)
+         VALUES (gen_random_uuid(), 'p', 'screen_view', $1, $1, $2, $3, 'DE', '/a')`, [device, sid, t.toISOString()]);
+    }
+
+    const { applied } = await migrate(db);
+    assert.ok(applied.includes('009_event_rollups.sql'), applied.join(', '));
+    const logged = (await db.query<{ bucket: Date }>("SELECT DISTINCT bucket FROM rollup_invalidations WHERE project_id = 'p' ORDER BY bucket")).rows.map((r) => r.bucket.getTime());
+    const hour = (d: Date) => Math.floor(d.getTime() / 3_600_000) * 3_600_000;
+    assert.deepEqual(logged, [hour(at), hour(later)], 'the session hour and the later event hour are logged');
+
+    while ((await refreshRollups(db, false, { before: new Date(Date.now() + 86_400_000) })).buckets > 0);
+    const n = async (sql: string) => Number((await db.query(sql)).rows[0].n);
+    assert.equal(await n("SELECT coalesce(sum(count), 0) AS n FROM events_hourly WHERE project_id = 'p'"), 3);
+    assert.equal(await n("SELECT coalesce(sum(count), 0) AS n FROM events_country_hourly WHERE project_id = 'p' AND value = 'DE'"), 3);
+    assert.equal(await n("SELECT coalesce(sum(sessions), 0) AS n FROM rollup_sessions_hourly WHERE project_id = 'p'"), 2);
+    assert.equal(await n("SELECT coalesce(sum(sessions), 0) AS n FROM rollup_pages_hourly WHERE project_id = 'p' AND path = '/a'"), 2);
+    assert.equal(await n('SELECT count(*) AS n FROM rollup_invalidations'), 0);
+  } finally {
+    rmSync(older, { recursive: true, force: true });
+    await db.end();
+    await env.teardown();
+  }
+});
