@@ -1,15 +1,17 @@
 // Ingest benchmark: Tidemark's POST /track against two baselines on the same machine, in one
-// run, with the same load (autocannon, in a worker thread so it never shares the servers'
-// event loop):
-//   1. bare uWebSockets.js answering 202 after reading the body (the ceiling),
+// run, with the same load (autocannon in this process, in a worker thread; every server in a
+// process of its own, so its CPU is read from /proc/<pid>, all its threads):
+//   1. bare uWebSockets.js answering 202 after reading the body (the ceiling), on one thread
+//      and on --threads threads (bench/baseline-server.ts),
 //   2. uWS + one awaited JetStream publish per request (the naive durable design),
-//   3. Tidemark's API in-process (startApp, worker role off), then again with the worker on,
-//      then (diagnostic) with the client's secret hashed cheaply, to isolate auth's share.
+//   3. Tidemark's API (npm run api, worker role off) with API_THREADS=1 and =--threads, then
+//      with the worker in the same process, then (diagnostic) with the client's secret hashed
+//      cheaply, to isolate auth's share.
 // Afterwards every 202 is checked for durability: messages in the JetStream stream and the
 // ops inside them vs the number of 2xx answers.
 //
-//   npx tsx bench/ingest.ts [--seconds 10] [--connections 50] [--no-worker-run] [--no-diagnostic] [--no-write]
-import { execSync } from 'node:child_process';
+//   npx tsx bench/ingest.ts [--seconds 10] [--connections 50] [--threads 2] [--no-worker-run] [--no-diagnostic] [--no-write]
+import { execSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, scryptSync } from 'node:crypto';
 import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
@@ -18,14 +20,14 @@ import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, StorageType, RetentionPolicy } from '@nats-io/jetstream';
-import { loadNativeUws, type UWS } from '../internal/http/uws';
 import { decodeBatch } from '../internal/ingest/batcher';
-import { TestEnv, startApp, ROOT, NATS_URL } from '../test/support/harness';
+import { TestEnv, spawnApp, ROOT, NATS_URL } from '../test/support/harness';
 
 const { values: args } = parseArgs({
   options: {
     seconds: { type: 'string', default: '10' },
     connections: { type: 'string', default: '50' },
+    threads: { type: 'string', default: '2' },
     'no-worker-run': { type: 'boolean', default: false },
     'no-write': { type: 'boolean', default: false },
     'no-diagnostic': { type: 'boolean', default: false },
@@ -33,6 +35,7 @@ const { values: args } = parseArgs({
 });
 const SECONDS = Number(args.seconds);
 const CONNECTIONS = Number(args.connections);
+const THREADS = Number(args.threads);
 
 const UA = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
 const DEVICES = 64;
@@ -61,8 +64,8 @@ interface Measured {
   timeouts: number;
   /** 2xx answers of the 1 s warm-up (their ops are in the stream too). */
   warmupOk: number;
-  /** CPU microseconds per answered request: this process's main thread (where uWS and every handler run; autocannon is in a worker thread), nats-server, redis-server. */
-  cpuUs: { main: number; nats: number; redis: number };
+  /** CPU microseconds per answered request: the server's process (all its threads), nats-server, redis-server, the load generator (this process). */
+  cpuUs: { server: number; nats: number; redis: number; load: number };
 }
 
 // ---- CPU accounting from /proc (Linux): utime + stime in clock ticks ----
@@ -85,22 +88,23 @@ const pidOf = (name: string): number | null => {
 };
 const NATS_PID = pidOf('nats-server');
 const REDIS_PID = pidOf('redis-server');
-function cpuSnapshot() {
+function cpuSnapshot(serverPid: number) {
   return {
-    main: ticks(`/proc/self/task/${process.pid}/stat`),
+    server: ticks(`/proc/${serverPid}/stat`),
     nats: NATS_PID ? ticks(`/proc/${NATS_PID}/stat`) : 0,
     redis: REDIS_PID ? ticks(`/proc/${REDIS_PID}/stat`) : 0,
+    load: ticks('/proc/self/stat'),
   };
 }
 
-async function measure(target: string, url: string, headers: Record<string, string> = {}): Promise<Measured> {
+async function measure(target: string, url: string, serverPid: number, headers: Record<string, string> = {}): Promise<Measured> {
   // A short warm-up (JIT, caches, connections), not counted.
   const warm = await autocannon({ url, connections: CONNECTIONS, duration: 1, requests: requestsFor(headers), workers: 1 });
-  const before = cpuSnapshot();
+  const before = cpuSnapshot(serverPid);
   const r = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS, requests: requestsFor(headers), workers: 1 });
-  const after = cpuSnapshot();
+  const after = cpuSnapshot(serverPid);
   const answered = Math.max(1, r['2xx'] + r.non2xx);
-  const perReq = (k: 'main' | 'nats' | 'redis') => ((after[k] - before[k]) * TICK_US) / answered;
+  const perReq = (k: keyof typeof before) => ((after[k] - before[k]) * TICK_US) / answered;
   const m: Measured = {
     target,
     rps: r.requests.average,
@@ -111,63 +115,37 @@ async function measure(target: string, url: string, headers: Record<string, stri
     errors: r.errors,
     timeouts: r.timeouts,
     warmupOk: warm['2xx'],
-    cpuUs: { main: perReq('main'), nats: perReq('nats'), redis: perReq('redis') },
+    cpuUs: { server: perReq('server'), nats: perReq('nats'), redis: perReq('redis'), load: perReq('load') },
   };
   console.error(`  ${target}: ${Math.round(m.rps)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, 2xx ${m.ok}, non-2xx ${m.non2xx}, errors ${m.errors}`);
   return m;
 }
 
-// ---- baseline servers (the same uWS binary Tidemark loads) ----
+// ---- baseline servers (bench/baseline-server.ts, the same uWS binary Tidemark loads) ----
 
-function listen(app: UWS.TemplatedApp, uws: typeof UWS): Promise<{ port: number; close: () => void }> {
-  return new Promise((resolve, reject) => {
-    app.listen('127.0.0.1', 0, (sock) => {
-      if (!sock) return reject(new Error('cannot listen'));
-      resolve({ port: uws.us_socket_local_port(sock), close: () => uws.us_listen_socket_close(sock) });
+/** A free port below the kernel's ephemeral range (as spawnApp picks one). */
+const freePort = () => 12000 + Math.floor(Math.random() * 18000);
+
+async function baselineServer(kind: 'bare' | 'publish', threads: number, subject = ''): Promise<{ url: string; pid: number; close: () => Promise<void> }> {
+  const port = freePort();
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(ROOT, 'bench/baseline-server.ts'), kind, '--port', String(port), '--threads', String(threads), '--subject', subject || 'bench.events', '--nats', NATS_URL],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d) => {
+      out += d;
+      if (out.includes('listening')) resolve();
     });
+    child.once('exit', (code) => reject(new Error(`baseline ${kind} exited with ${code}`)));
   });
-}
-
-const ACCEPTED = '{"deviceId":"00000000000000000000000000000000"}';
-
-/** Reads the body, answers 202: what uWS alone can do. */
-async function bareServer() {
-  const uws = loadNativeUws();
-  const app = uws.App();
-  app.post('/*', (res) => {
-    let aborted = false;
-    res.onAborted(() => (aborted = true));
-    res.onData((_chunk, isLast) => {
-      if (!isLast || aborted) return;
-      res.cork(() => res.writeStatus('202 Accepted').writeHeader('Content-Type', 'application/json').end(ACCEPTED));
-    });
+  const close = () => new Promise<void>((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGKILL');
   });
-  return listen(app, uws);
-}
-
-/** Reads the body, awaits one JetStream publish of it, answers 202. */
-async function publishPerRequestServer(nc: NatsConnection, subject: string) {
-  const js = jetstream(nc, { timeout: 5000 });
-  const uws = loadNativeUws();
-  const app = uws.App();
-  app.post('/*', (res) => {
-    let aborted = false;
-    res.onAborted(() => (aborted = true));
-    const chunks: Buffer[] = [];
-    res.onData((chunk, isLast) => {
-      chunks.push(Buffer.from(chunk.slice(0)));
-      if (!isLast) return;
-      js.publish(subject, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).then(
-        () => {
-          if (!aborted) res.cork(() => res.writeStatus('202 Accepted').writeHeader('Content-Type', 'application/json').end(ACCEPTED));
-        },
-        () => {
-          if (!aborted) res.cork(() => res.writeStatus('503 Service Unavailable').end());
-        },
-      );
-    });
-  });
-  return listen(app, uws);
+  return { url: `http://127.0.0.1:${port}`, pid: child.pid!, close };
 }
 
 // ---- durability check ----
@@ -222,18 +200,23 @@ async function cheapenSecret(env: TestEnv, clientId: string): Promise<string> {
   return secret;
 }
 
-async function runTidemark(label: string, worker: boolean, nc: NatsConnection, cheapHash = false): Promise<{ m: Measured; d: Durability }> {
+async function runTidemark(label: string, o: { worker: boolean; threads: number; cheapHash?: boolean }, nc: NatsConnection): Promise<{ m: Measured; d: Durability }> {
   const env = await new TestEnv('bench').setup();
-  const app = await startApp(env, { api: true, worker });
+  // npm run api / npm start in a process of its own (migrations applied by setup()).
+  const app = await spawnApp(env, o.worker ? 'all' : 'api', { API_THREADS: String(o.threads), LOG_LEVEL: 'warn' });
   try {
     const projectId = await env.project({ name: 'Bench' });
     const writer = await env.client(projectId, 'write', 0);
-    if (cheapHash) writer.clientSecret = await cheapenSecret(env, writer.clientId);
-    const m = await measure(label, app.url, { 'service-client-id': writer.clientId, 'service-client-secret': writer.clientSecret });
-    const counted = await countStream(nc, app.bus.streamName);
+    if (o.cheapHash) writer.clientSecret = await cheapenSecret(env, writer.clientId);
+    const m = await measure(label, app.url, app.child.pid!, { 'service-client-id': writer.clientId, 'service-client-secret': writer.clientSecret });
+    const counted = await countStream(nc, `${env.namespace}_events`);
     return { m, d: { ...counted, ok: m.ok + m.warmupOk } };
   } finally {
-    await app.drain();
+    await new Promise<void>((resolve) => {
+      if (app.child.exitCode !== null) return resolve();
+      app.child.once('exit', () => resolve());
+      app.child.kill('SIGTERM'); // drains: finishes in-flight requests, flushes, exits
+    });
     await env.teardown();
   }
 }
@@ -257,53 +240,64 @@ async function main() {
   const results: Measured[] = [];
   const durability: { label: string; d: Durability }[] = [];
 
-  // 1. bare uWS
-  const bare = await bareServer();
-  results.push(await measure('bare uWS (202 after reading the body)', `http://127.0.0.1:${bare.port}`));
-  bare.close();
+  // 1. bare uWS, one thread and THREADS threads
+  for (const threads of THREADS > 1 ? [1, THREADS] : [1]) {
+    const bare = await baselineServer('bare', threads);
+    results.push(await measure(`bare uWS (202 after reading the body), ${threads} thread${threads > 1 ? 's' : ''}`, bare.url, bare.pid));
+    await bare.close();
+  }
 
   // 2. uWS + one awaited JetStream publish per request
   const ns = `benchpub-${process.pid}`;
   const jsm = await jetstreamManager(nc);
   await jsm.streams.add({ name: `${ns}_events`, subjects: [`${ns}.>`], storage: StorageType.File, retention: RetentionPolicy.Limits, num_replicas: 1 });
   try {
-    const pub = await publishPerRequestServer(nc, `${ns}.events`);
-    results.push(await measure('uWS + 1 awaited JetStream publish per request', `http://127.0.0.1:${pub.port}`));
-    pub.close();
+    const pub = await baselineServer('publish', 1, `${ns}.events`);
+    results.push(await measure('uWS + 1 awaited JetStream publish per request, 1 thread', pub.url, pub.pid));
+    await pub.close();
   } finally {
     await jsm.streams.delete(`${ns}_events`).catch(() => {});
   }
 
-  // 3. Tidemark, ingest only; then with the worker in the same process
-  const api = await runTidemark('Tidemark API (worker off)', false, nc);
-  results.push(api.m);
-  durability.push({ label: api.m.target, d: api.d });
+  // 3. Tidemark, ingest only (API_THREADS=1, then THREADS); then with the worker in the same process
+  for (const threads of THREADS > 1 ? [1, THREADS] : [1]) {
+    const api = await runTidemark(`Tidemark API (worker off), API_THREADS=${threads}`, { worker: false, threads }, nc);
+    results.push(api.m);
+    durability.push({ label: api.m.target, d: api.d });
+  }
   if (!args['no-worker-run']) {
-    const all = await runTidemark('Tidemark API + worker in one process', true, nc);
+    const all = await runTidemark(`Tidemark API + worker in one process (npm start), API_THREADS=${THREADS}`, { worker: true, threads: THREADS }, nc);
     results.push(all.m);
     durability.push({ label: all.m.target, d: all.d });
   }
   if (!args['no-diagnostic']) {
-    const cheap = await runTidemark('diagnostic: Tidemark API (worker off), secret hashed with scrypt N=2', false, nc, true);
+    const cheap = await runTidemark('diagnostic: Tidemark API (worker off), API_THREADS=1, secret hashed with scrypt N=2', { worker: false, threads: 1, cheapHash: true }, nc);
     results.push(cheap.m);
     durability.push({ label: cheap.m.target, d: cheap.d });
   }
   const loadAfter = os.loadavg().map((l) => l.toFixed(1)).join(' ');
   await nc.close();
 
-  const [b, p, t] = results as [Measured, Measured, Measured];
+  const find = (prefix: string) => results.find((r) => r.target.startsWith(prefix));
+  const bare1 = find('bare uWS')!;
+  const bareN = THREADS > 1 ? find(`bare uWS (202 after reading the body), ${THREADS} threads`) : undefined;
+  const pub = find('uWS + 1 awaited')!;
+  const tm1 = find('Tidemark API (worker off), API_THREADS=1')!;
+  const tmN = THREADS > 1 ? find(`Tidemark API (worker off), API_THREADS=${THREADS}`) : undefined;
   const lines: string[] = [];
   lines.push('## Ingest', '');
-  lines.push(`Command: \`npx tsx bench/ingest.ts --seconds ${SECONDS} --connections ${CONNECTIONS}\``, '');
+  lines.push(`Command: \`npx tsx bench/ingest.ts --seconds ${SECONDS} --connections ${CONNECTIONS} --threads ${THREADS}\``, '');
   lines.push(`Machine: ${mach.nproc} CPUs (\`nproc\`), ${mach.cpu}, Node ${mach.node}; PostgreSQL, Redis and NATS on the same machine. Load average (1/5/15 min) before: ${mach.load}; after: ${loadAfter}. Date: ${mach.date}.`, '');
-  lines.push(`Load: autocannon (programmatic, one worker thread), ${CONNECTIONS} connections, ${SECONDS} s per target after a 1 s warm-up, POST /track with a ~250-byte screen_view from ${DEVICES} devices.`, '');
-  lines.push('| Target | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | CPU µs/req: main thread | nats-server | redis-server |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  lines.push(`Load: autocannon (programmatic, one worker thread of the bench process), ${CONNECTIONS} connections, ${SECONDS} s per target after a 1 s warm-up, POST /track with a ~250-byte screen_view from ${DEVICES} devices. Every server runs in a process of its own: the baselines from bench/baseline-server.ts, Tidemark as \`npm run api\` / \`npm start\` (cmd/api, cmd/all) with API_THREADS as given.`, '');
+  lines.push('| Target | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | CPU µs/req: server process | nats-server | redis-server | load generator |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   const us = (v: number) => v.toFixed(1);
-  for (const r of results) lines.push(`| ${r.target} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${fmt(r.ok)} | ${fmt(r.non2xx)} | ${fmt(r.errors + r.timeouts)} | ${us(r.cpuUs.main)} | ${us(r.cpuUs.nats)} | ${us(r.cpuUs.redis)} |`);
-  lines.push('', 'CPU µs/req: CPU time over the measured run divided by the requests answered, from /proc: the main thread of the bench process (uWS and every handler run there; autocannon runs in its own worker thread), and the nats-server and redis-server processes (shared with anything else using them at the time). On 2 cores the load generator, NATS and Redis compete with the server for the same CPUs, so req/s is bounded by the sum of these costs, not by any one of them.');
+  for (const r of results) lines.push(`| ${r.target} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${fmt(r.ok)} | ${fmt(r.non2xx)} | ${fmt(r.errors + r.timeouts)} | ${us(r.cpuUs.server)} | ${us(r.cpuUs.nats)} | ${us(r.cpuUs.redis)} | ${us(r.cpuUs.load)} |`);
+  lines.push('', 'CPU µs/req: CPU time over the measured run divided by the requests answered, from /proc: the server process (all its threads: uWS and handlers, GC, libuv), the nats-server and redis-server processes (shared with anything else using them at the time), and the bench process (autocannon). On 2 cores the load generator, NATS and Redis compete with the server for the same CPUs, so req/s is bounded by the sum of these costs, not by any one of them.');
   lines.push('');
-  lines.push(`Ratios: Tidemark / bare uWS = **${pct(t.rps, b.rps)}** (aim: >= 60%); Tidemark / publish-per-request = **${pct(t.rps, p.rps)}**.`);
-  for (const r of results.slice(3)) lines.push(`${r.target}: ${pct(r.rps, b.rps)} of bare.`);
+  lines.push(`Ratios, same thread count: Tidemark API_THREADS=1 / bare uWS 1 thread = **${pct(tm1.rps, bare1.rps)}**${tmN && bareN ? `; Tidemark API_THREADS=${THREADS} / bare uWS ${THREADS} threads = **${pct(tmN.rps, bareN.rps)}**` : ''}.`);
+  if (tmN) lines.push(`Tidemark API_THREADS=${THREADS} / bare uWS 1 thread (the aim's baseline, >= 60%): **${pct(tmN.rps, bare1.rps)}**.`);
+  lines.push(`Tidemark API_THREADS=1 / publish-per-request (1 thread) = **${pct(tm1.rps, pub.rps)}**.`);
+  for (const r of results.filter((x) => x.target.startsWith('Tidemark API +') || x.target.startsWith('diagnostic'))) lines.push(`${r.target}: ${pct(r.rps, bare1.rps)} of bare (1 thread).`);
   lines.push('');
   lines.push(`Durability (every 202 is in JetStream): after each Tidemark run, the stream's message count (stream info), the ops decoded from every message, and the 2xx answers (warm-up + measured run). Every 202 is durable when ops >= 2xx; ops may exceed 2xx by at most the requests in flight when autocannon stopped (<= ${CONNECTIONS} per phase).`, '');
   lines.push('| Run | stream messages | ops in them | 2xx answers | ops per message | every 202 stored |', '|---|---:|---:|---:|---:|---|');

@@ -1,7 +1,7 @@
 // Faults: NATS going away (503, never 2xx, then recovery by itself), a worker killed
 // before it acked (redelivery must not duplicate), and SIGTERM under load (nothing that
 // got a 202 is lost).
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -243,17 +243,37 @@ test('a worker SIGKILLed before it acked: redelivery does not duplicate', async 
   }
 });
 
-test('SIGTERM under load: in-flight requests finish, every 202 is stored exactly once, later requests get 503 or a connection error', async (t) => {
+/** The `tidemark_api_thread_requests_total` samples of a /metrics text, by thread. */
+function threadRequests(metrics: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const m of metrics.matchAll(/^tidemark_api_thread_requests_total\{thread="(\d+)"\} (\d+)$/gm)) out.set(m[1]!, Number(m[2]));
+  return out;
+}
+
+async function sigtermUnderLoad(t: TestContext, threads: number): Promise<void> {
   const env = await new TestEnv('ingterm').setup();
   const children: ChildProcess[] = [];
   try {
     const projectId = await env.project();
     const writer = await env.client(projectId, 'write', 0);
-    const all = await spawnApp(env, 'all');
+    const all = await spawnApp(env, 'all', { API_THREADS: String(threads) });
     children.push(all.child);
+    if (threads > 1) {
+      // The main thread listens last, after every API thread: all are up once /healthz answered.
+      const counts = threadRequests(await (await fetch(`${all.url}/metrics`)).text());
+      assert.deepEqual([...counts.keys()].sort(), Array.from({ length: threads }, (_, i) => String(i)), 'every API thread reports');
+    }
 
     const load = runLoad(all.url, writer, { workers: 24, max: 100_000, stopOnError: true });
     await waitFor(() => [...load.outcomes.values()].filter((s) => s === 202).length >= 300, { timeoutMs: 20_000, intervalMs: 10, what: '300 accepted events' });
+    if (threads > 1) {
+      // Every thread answers (the kernel spreads the load's connections over them), and
+      // /metrics, answered by any one thread, sums them all.
+      const counts = threadRequests(await (await fetch(`${all.url}/metrics`)).text());
+      t.diagnostic(`requests per API thread: ${JSON.stringify(Object.fromEntries(counts))}`);
+      assert.equal(counts.size, threads, `one series per thread: ${JSON.stringify([...counts])}`);
+      assert.ok([...counts.values()].every((n) => n > 0), `every thread answered: ${JSON.stringify([...counts])}`);
+    }
     const exited = new Promise<number | null>((r) => all.child.once('exit', (code) => r(code)));
     all.child.kill('SIGTERM');
     const code = await Promise.race([exited, timer(30_000).then(() => 'timeout' as const)]);
@@ -284,4 +304,8 @@ test('SIGTERM under load: in-flight requests finish, every 202 is stored exactly
     for (const c of children) await kill(c);
     await env.teardown();
   }
-});
+}
+
+test('SIGTERM under load: in-flight requests finish, every 202 is stored exactly once, later requests get 503 or a connection error', (t) => sigtermUnderLoad(t, 1));
+
+test('SIGTERM under load with API_THREADS=3: every thread answers and drains; every 202 is stored exactly once', (t) => sigtermUnderLoad(t, 3));

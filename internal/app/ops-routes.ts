@@ -9,7 +9,17 @@ export interface Probe {
   critical: boolean;
 }
 
-export function opsRoutes(o: { metrics: Metrics; probes: Probe[]; draining: () => boolean; extra?: () => Promise<void> }): Route[] {
+export interface OpsOptions {
+  metrics: Metrics;
+  probes: Probe[];
+  draining: () => boolean;
+  /** Samples gauges before /metrics is rendered. */
+  extra?: () => Promise<void>;
+  /** Renders /metrics (API threads: the sum over every thread); default: this registry. */
+  render?: () => Promise<string>;
+}
+
+export function opsRoutes(o: OpsOptions): Route[] {
   return [
     { method: 'GET', pattern: '/healthz', family: 'ops', handler: async () => ({ status: 200, body: { status: 'ok' } }) },
     {
@@ -38,7 +48,8 @@ export function opsRoutes(o: { metrics: Metrics; probes: Probe[]; draining: () =
       method: 'GET', pattern: '/metrics', family: 'ops',
       handler: async () => {
         await o.extra?.();
-        return { status: 200, raw: { contentType: o.metrics.registry.contentType, data: await o.metrics.registry.metrics() } };
+        const data = o.render ? await o.render() : await o.metrics.registry.metrics();
+        return { status: 200, raw: { contentType: o.metrics.registry.contentType, data } };
       },
     },
   ];

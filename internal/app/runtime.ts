@@ -26,6 +26,7 @@ import { readRoutes } from './read-routes';
 import { exportRoutes } from '../export/routes';
 import { openApiDocument } from './openapi';
 import { DASHBOARD_HTML } from './dashboard';
+import { ApiThreads } from './threads';
 
 export interface Roles {
   api: boolean;
@@ -82,9 +83,21 @@ export async function connectAll(cfg: Config, log: Logger): Promise<{ db: Pool; 
   return { db, redis, bus, timescale };
 }
 
-export async function start(cfg: Config, roles: Roles): Promise<Running> {
-  const log = createLogger(cfg.LOG_LEVEL, { role: roles.api && roles.worker ? 'all' : roles.api ? 'api' : 'worker' });
-  const metrics = createMetrics();
+/** Set by internal/app/api-thread.ts for the extra API threads (API_THREADS > 1). */
+export interface ThreadOptions {
+  /** 1.. for an extra API thread (0, the default, is the main thread). */
+  threadIndex: number;
+  /** Renders /metrics over every thread (asks the main thread). */
+  renderMetrics: () => Promise<string>;
+}
+
+export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): Promise<Running> {
+  const threadIndex = thread?.threadIndex ?? 0;
+  const log = createLogger(cfg.LOG_LEVEL, {
+    role: roles.api && roles.worker ? 'all' : roles.api ? 'api' : 'worker',
+    ...(cfg.API_THREADS > 1 && roles.api ? { thread: threadIndex } : {}),
+  });
+  const metrics = createMetrics({ processMetrics: threadIndex === 0 });
   const { db, redis, bus, timescale } = await connectAll(cfg, log);
   const keys = redisKeys(cfg.TIDEMARK_NAMESPACE);
   const salts = new SaltKeeper(redis, keys, pgSaltStore(db));
@@ -122,9 +135,11 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
   let shardManager: ShardManager | null = null;
   let jobs: JobRunner | null = null;
   let enricher: Awaited<ReturnType<typeof createEnricher>> | null = null;
+  let threads: ApiThreads | null = null;
 
   const router = new Router();
-  for (const r of opsRoutes({ metrics, probes, draining: () => draining, extra: sampleGauges })) router.add(r);
+  const renderMetrics = thread?.renderMetrics ?? (async () => (threads ? threads.render() : metrics.registry.metrics()));
+  for (const r of opsRoutes({ metrics, probes, draining: () => draining, extra: sampleGauges, render: renderMetrics })) router.add(r);
 
   if (roles.worker) {
     enricher = await createEnricher({
@@ -194,27 +209,26 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
 
   const port = roles.api ? cfg.PORT : cfg.METRICS_PORT;
   const logRequests = log.isLevelEnabled('debug'); // one line per request at LOG_LEVEL=debug
+  const threadRequests = metrics.apiThreadRequests.labels(String(threadIndex));
+  threadRequests.inc(0); // the series exists (at 0) before the first request
   server = new HttpServer({
     router,
     port,
     maxInFlight: cfg.MAX_IN_FLIGHT,
     onResponse: ({ route, method, status, seconds, requestId }) => {
       metrics.httpRequests.inc({ route, method, status: String(status) });
+      threadRequests.inc();
       metrics.httpDuration.observe({ route, method }, seconds);
       if (logRequests) log.debug({ requestId, route, method, status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
     },
     onError: (err, req) => log.error({ err, ...req }, 'request failed'),
   });
-  const boundPort = await server.listen();
-  await salts.salts(Date.now());
-  log.info({ port: boundPort, roles, timescale, shards: cfg.TIDEMARK_SHARDS, namespace: cfg.TIDEMARK_NAMESPACE }, 'tidemark started');
-
   let drained: Promise<void> | null = null;
   const drain = () =>
     (drained ??= (async () => {
       draining = true;
       log.info('draining');
-      await server?.drain();
+      await Promise.all([server?.drain(), threads?.drain()]);
       await batcher?.flushAll();
       await shardManager?.close();
       await jobs?.close();
@@ -224,6 +238,28 @@ export async function start(cfg: Config, roles: Roles): Promise<Running> {
       await db.end();
       log.info('drained');
     })());
+
+  // Extra API threads first (they listen on the same fixed port), the main thread last: once
+  // the main thread answers, every thread does.
+  if (roles.api && !thread && cfg.API_THREADS > 1) {
+    try {
+      threads = await ApiThreads.start({
+        cfg, count: cfg.API_THREADS - 1, port: cfg.PORT, registry: metrics.registry, log,
+        onDied: (err) => {
+          // Its unanswered requests were never acked (producers retry them); restart the whole
+          // process rather than run with fewer threads than configured.
+          log.fatal({ err }, 'an API thread died; exiting');
+          process.exit(1);
+        },
+      });
+    } catch (err) {
+      await drain();
+      throw err;
+    }
+  }
+  const boundPort = await server.listen();
+  await salts.salts(Date.now());
+  log.info({ port: boundPort, roles, timescale, shards: cfg.TIDEMARK_SHARDS, namespace: cfg.TIDEMARK_NAMESPACE, apiThreads: roles.api ? (threads?.count ?? 0) + 1 : 0 }, thread ? 'API thread started' : 'tidemark started');
 
   return {
     port: boundPort,

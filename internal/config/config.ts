@@ -35,8 +35,14 @@ const EnvSchema = z.object({
    * standard error). 0 = always sketches where possible.
    */
   TIDEMARK_EXACT_VISITORS_MAX: intFrom(DEFAULT_EXACT_VISITORS_MAX, 0),
-  /** Requests in flight per process before new ones are shed with 503. */
+  /** Requests in flight per API thread before new ones are shed with 503. */
   MAX_IN_FLIGHT: intFrom(10000, 1),
+  /**
+   * API threads per process, each a uWebSockets.js app on the same port (the kernel spreads
+   * connections, SO_REUSEPORT) with its own NATS, Redis and PostgreSQL clients. 1: the API
+   * runs in the main thread only. Set it to the cores the API may use.
+   */
+  API_THREADS: z.coerce.number().int().min(1).max(64).default(1),
   /** Days of raw events/sessions to keep; 0 keeps everything. */
   RETENTION_DAYS: intFrom(0, 0),
   /** JetStream stream max age in hours (how long an unprocessed message is kept). */
@@ -46,8 +52,15 @@ const EnvSchema = z.object({
 
 export type Config = z.infer<typeof EnvSchema>;
 
+/** Checks between settings. */
+const CheckedSchema = EnvSchema.superRefine((c, ctx) => {
+  if (c.API_THREADS > 1 && c.PORT === 0) {
+    ctx.addIssue({ code: 'custom', path: ['API_THREADS'], message: 'API_THREADS > 1 needs a fixed PORT (the threads share it)' });
+  }
+});
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = EnvSchema.safeParse(env);
+  const parsed = CheckedSchema.safeParse(env);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new Error(`invalid configuration: ${lines.join('; ')}`);

@@ -80,9 +80,15 @@ export class HttpServer {
     this.close();
   }
 
+  /**
+   * Closes the listen socket, then every connection still open (idle keep-alive ones after a
+   * drain): a uWS loop with open sockets would keep an API worker thread alive.
+   */
   close(): void {
     if (this.listenSocket) this.uws.us_listen_socket_close(this.listenSocket);
     this.listenSocket = null;
+    // Not in the bundled typings, present in the binary.
+    (this.app as unknown as { close?: () => void } | null)?.close?.();
   }
 
   /** Called by an Exchange when its response is complete or the client went away. */

@@ -1,13 +1,21 @@
 // Prometheus metrics. One registry per process, built by cmd/* and passed down.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-export function createMetrics() {
+/**
+ * `processMetrics: false` for the extra API threads: the process-wide default metrics (CPU,
+ * memory, event loop of the main thread) come from the main thread only, so that the sum over
+ * threads on /metrics counts them once.
+ */
+export function createMetrics(o: { processMetrics?: boolean } = {}) {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'tidemark_process_' });
+  if (o.processMetrics !== false) collectDefaultMetrics({ register: registry, prefix: 'tidemark_process_' });
   const r = [registry];
   return {
     registry,
     httpRequests: new Counter({ name: 'tidemark_http_requests_total', help: 'HTTP requests answered', labelNames: ['route', 'method', 'status'], registers: r }),
+    apiThreadRequests: new Counter({
+      name: 'tidemark_api_thread_requests_total', help: 'HTTP requests answered per API thread (API_THREADS; 0 is the main thread)', labelNames: ['thread'], registers: r,
+    }),
     httpDuration: new Histogram({
       name: 'tidemark_http_request_duration_seconds', help: 'HTTP request latency by route', labelNames: ['route', 'method'],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: r,

@@ -1,0 +1,54 @@
+// One extra API thread (API_THREADS > 1; see threads.ts): runs the API role on the main
+// thread's port and answers the main thread's drain and metrics requests.
+import { parentPort, workerData } from 'node:worker_threads';
+import { start } from './runtime';
+import type { FromThread, ThreadData, ToThread } from './threads';
+
+const port = parentPort;
+if (!port) throw new Error('api-thread.ts runs only as a worker thread');
+const { cfg, index } = workerData as ThreadData;
+const send = (m: FromThread) => port.postMessage(m);
+
+let nextId = 1;
+const rendering = new Map<number, (text: string) => void>();
+
+try {
+  const running = await start(cfg, { api: true, worker: false }, {
+    threadIndex: index,
+    // /metrics answered by this thread: the main thread sums every thread's registry.
+    renderMetrics: () =>
+      new Promise<string>((resolve) => {
+        const id = nextId++;
+        rendering.set(id, resolve);
+        send({ t: 'render', id });
+      }),
+  });
+  port.on('message', (m: ToThread) => {
+    switch (m.t) {
+      case 'drain':
+        running.drain().then(
+          () => {
+            send({ t: 'drained' });
+            port.close(); // nothing else keeps the thread alive: it exits
+          },
+          (err: Error) => {
+            running.log.error({ err }, 'API thread drain failed');
+            process.exit(1);
+          },
+        );
+        break;
+      case 'snapshot':
+        running.metrics.registry.getMetricsAsJSON().then((data) => send({ t: 'snapshot', id: m.id, data }));
+        break;
+      case 'rendered':
+        rendering.get(m.id)?.(m.text);
+        rendering.delete(m.id);
+        break;
+    }
+  });
+  send({ t: 'ready', port: running.port });
+} catch (err) {
+  send({ t: 'failed', message: (err as Error).message });
+  // start() failed before any uWS socket stayed open; leave with whatever clients it opened.
+  setTimeout(() => process.exit(1), 100);
+}
