@@ -1,6 +1,6 @@
 // `npm run bench`: the whole benchmark suite in sequence — ingest (bench/ingest.ts), pipeline
-// lag (bench/lag.ts), queries (bench/queries.ts), export (bench/export.ts, else the export
-// latency benchmark bench/export.ts) — writing one section of bench/RESULTS.md and one
+// lag (bench/lag.ts), queries (bench/queries.ts), export (bench/export.ts) and export queries
+// at 1M/10M events (bench/export-queries.ts) — writing one section of bench/RESULTS.md and one
 // SVG bar chart (bench/charts/<name>.svg, linked from the section) per benchmark, so that
 // runs can be compared by diffing RESULTS.md and looking at the charts.
 //
@@ -251,7 +251,22 @@ const exportBench: Bench = async (quick) => {
   return { name: 'export', status: code === 0 ? 'ok' : 'failed' };
 };
 
-const SUITE: [string, Bench][] = [['ingest', ingest], ['lag', lag], ['queries', queries], ['export', exportBench]];
+/**
+ * Export queries at 1M and 10M events (bench/export-queries.ts, on the databases made by
+ * bench/generate.ts): the script writes its own "## Export queries" section.
+ */
+const exportQueries: Bench = async (quick) => {
+  const { code } = await tsx('bench/export-queries.ts', [
+    ...(quick ? ['--n', '5', '--budget-s', '5'] : []),
+    ...(writesEnabled ? [] : ['--no-write']),
+  ]);
+  return {
+    name: 'export-queries', status: code === 0 ? 'ok' : 'failed',
+    note: code === 0 ? undefined : `exit ${code} (are bench_1m and bench_10m generated? npx tsx bench/generate.ts --events 1000000 --db postgres://postgres@127.0.0.1:5432/bench_1m)`,
+  };
+};
+
+const SUITE: [string, Bench][] = [['ingest', ingest], ['lag', lag], ['queries', queries], ['export', exportBench], ['export-queries', exportQueries]];
 
 async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
