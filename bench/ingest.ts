@@ -13,7 +13,7 @@
 //   npx tsx bench/ingest.ts [--seconds 10] [--connections 50] [--threads 2] [--no-worker-run] [--no-diagnostic] [--no-write]
 import { execSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, scryptSync } from 'node:crypto';
-import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -28,6 +28,7 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '10' },
     connections: { type: 'string', default: '50' },
     threads: { type: 'string', default: '2' },
+    load: { type: 'string' },
     'no-worker-run': { type: 'boolean', default: false },
     'no-write': { type: 'boolean', default: false },
     'no-diagnostic': { type: 'boolean', default: false },
@@ -36,6 +37,9 @@ const { values: args } = parseArgs({
 const SECONDS = Number(args.seconds);
 const CONNECTIONS = Number(args.connections);
 const THREADS = Number(args.threads);
+/** The load generator: wrk (C, one thread) when installed, else autocannon (Node, one worker thread). */
+const LOAD: 'wrk' | 'autocannon' = (args.load as 'wrk' | 'autocannon' | undefined) ?? (existsSync('/usr/bin/wrk') ? 'wrk' : 'autocannon');
+if (LOAD !== 'wrk' && LOAD !== 'autocannon') throw new Error('--load wrk|autocannon');
 
 const UA = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
 const DEVICES = 64;
@@ -97,25 +101,97 @@ function cpuSnapshot(serverPid: number) {
   };
 }
 
+interface LoadResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  ok: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  /** CPU ticks of the load generator during the run (wrk is a child process; autocannon runs in this one). */
+  loadTicks: number | null;
+}
+
+const esc = (v: string) => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"');
+
+/** A wrk Lua script sending the same 64 requests as autocannon (round robin). */
+function wrkScript(headers: Record<string, string>): string {
+  const reqs = requestsFor(headers);
+  // wrk.format needs wrk's host (for the Host header), set by the time init() runs.
+  const lines = ['local reqs = {}', 'init = function(args)'];
+  reqs.forEach((r, i) => {
+    const hs = Object.entries(r.headers).map(([k, v]) => `["${esc(k)}"] = "${esc(v)}"`).join(', ');
+    lines.push(`  reqs[${i + 1}] = wrk.format("POST", "${r.path}", { ${hs} }, "${esc(r.body)}")`);
+  });
+  lines.push('end', 'local n = 0', 'request = function()', '  n = n % #reqs + 1', '  return reqs[n]', 'end');
+  return lines.join('\n');
+}
+
+/** Runs wrk (one thread) under /usr/bin/time for its CPU; parses its summary. */
+async function runWrk(url: string, seconds: number, headers: Record<string, string>): Promise<LoadResult> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'tm-wrk-'));
+  const script = path.join(dir, 'track.lua');
+  writeFileSync(script, wrkScript(headers));
+  const out = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn('/usr/bin/time', ['-f', 'CPU %U %S', 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', '-s', script, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve({ stdout, stderr }) : reject(new Error(`wrk exited ${code}: ${stderr}`))));
+  });
+  rmSync(dir, { recursive: true, force: true });
+  const num = (re: RegExp, text = out.stdout) => Number(re.exec(text)?.[1] ?? 0);
+  const ms = (re: RegExp) => {
+    const m = re.exec(out.stdout);
+    if (!m) return NaN;
+    const v = Number(m[1]);
+    return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v;
+  };
+  const total = num(/(\d+) requests in/);
+  const non2xx = num(/Non-2xx or 3xx responses: (\d+)/);
+  const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out.stdout);
+  const cpu = /CPU ([\d.]+) ([\d.]+)/.exec(out.stderr);
+  return {
+    rps: num(/Requests\/sec:\s+([\d.]+)/),
+    p50: ms(/^\s+50%\s+([\d.]+)(us|ms|s)/m),
+    p99: ms(/^\s+99%\s+([\d.]+)(us|ms|s)/m),
+    ok: total - non2xx,
+    non2xx,
+    errors: sock ? Number(sock[1]) + Number(sock[2]) + Number(sock[3]) : 0,
+    timeouts: sock ? Number(sock[4]) : 0,
+    loadTicks: cpu ? ((Number(cpu[1]) + Number(cpu[2])) * 1e6) / TICK_US : null,
+  };
+}
+
+async function runAutocannon(url: string, seconds: number, headers: Record<string, string>): Promise<LoadResult> {
+  const r = await autocannon({ url, connections: CONNECTIONS, duration: seconds, requests: requestsFor(headers), workers: 1 });
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, ok: r['2xx'], non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, loadTicks: null };
+}
+
+const runLoad = (url: string, seconds: number, headers: Record<string, string>) => (LOAD === 'wrk' ? runWrk(url, seconds, headers) : runAutocannon(url, seconds, headers));
+
 async function measure(target: string, url: string, serverPid: number, headers: Record<string, string> = {}): Promise<Measured> {
   // A short warm-up (JIT, caches, connections), not counted.
-  const warm = await autocannon({ url, connections: CONNECTIONS, duration: 1, requests: requestsFor(headers), workers: 1 });
+  const warm = await runLoad(url, 1, headers);
   const before = cpuSnapshot(serverPid);
-  const r = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS, requests: requestsFor(headers), workers: 1 });
+  const r = await runLoad(url, SECONDS, headers);
   const after = cpuSnapshot(serverPid);
-  const answered = Math.max(1, r['2xx'] + r.non2xx);
+  const answered = Math.max(1, r.ok + r.non2xx);
   const perReq = (k: keyof typeof before) => ((after[k] - before[k]) * TICK_US) / answered;
   const m: Measured = {
     target,
-    rps: r.requests.average,
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    ok: r['2xx'],
+    rps: r.rps,
+    p50: r.p50,
+    p99: r.p99,
+    ok: r.ok,
     non2xx: r.non2xx,
     errors: r.errors,
     timeouts: r.timeouts,
-    warmupOk: warm['2xx'],
-    cpuUs: { server: perReq('server'), nats: perReq('nats'), redis: perReq('redis'), load: perReq('load') },
+    warmupOk: warm.ok,
+    cpuUs: { server: perReq('server'), nats: perReq('nats'), redis: perReq('redis'), load: r.loadTicks !== null ? (r.loadTicks * TICK_US) / answered : perReq('load') },
   };
   console.error(`  ${target}: ${Math.round(m.rps)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, 2xx ${m.ok}, non-2xx ${m.non2xx}, errors ${m.errors}`);
   return m;
@@ -286,13 +362,13 @@ async function main() {
   const tmN = THREADS > 1 ? find(`Tidemark API (worker off), API_THREADS=${THREADS}`) : undefined;
   const lines: string[] = [];
   lines.push('## Ingest', '');
-  lines.push(`Command: \`npx tsx bench/ingest.ts --seconds ${SECONDS} --connections ${CONNECTIONS} --threads ${THREADS}\``, '');
+  lines.push(`Command: \`npx tsx bench/ingest.ts --seconds ${SECONDS} --connections ${CONNECTIONS} --threads ${THREADS} --load ${LOAD}\``, '');
   lines.push(`Machine: ${mach.nproc} CPUs (\`nproc\`), ${mach.cpu}, Node ${mach.node}; PostgreSQL, Redis and NATS on the same machine. Load average (1/5/15 min) before: ${mach.load}; after: ${loadAfter}. Date: ${mach.date}.`, '');
-  lines.push(`Load: autocannon (programmatic, one worker thread of the bench process), ${CONNECTIONS} connections, ${SECONDS} s per target after a 1 s warm-up, POST /track with a ~250-byte screen_view from ${DEVICES} devices. Every server runs in a process of its own: the baselines from bench/baseline-server.ts, Tidemark as \`npm run api\` / \`npm start\` (cmd/api, cmd/all) with API_THREADS as given.`, '');
+  lines.push(`Load: ${LOAD === 'wrk' ? 'wrk (one thread, a process of its own; Debian package wrk)' : 'autocannon (programmatic, one worker thread of the bench process)'}, ${CONNECTIONS} connections, ${SECONDS} s per target after a 1 s warm-up, POST /track with a ~250-byte screen_view from ${DEVICES} devices. Every server runs in a process of its own: the baselines from bench/baseline-server.ts, Tidemark as \`npm run api\` / \`npm start\` (cmd/api, cmd/all) with API_THREADS as given.`, '');
   lines.push('| Target | req/s | p50 ms | p99 ms | 2xx | non-2xx | errors | CPU µs/req: server process | nats-server | redis-server | load generator |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   const us = (v: number) => v.toFixed(1);
   for (const r of results) lines.push(`| ${r.target} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${fmt(r.ok)} | ${fmt(r.non2xx)} | ${fmt(r.errors + r.timeouts)} | ${us(r.cpuUs.server)} | ${us(r.cpuUs.nats)} | ${us(r.cpuUs.redis)} | ${us(r.cpuUs.load)} |`);
-  lines.push('', 'CPU µs/req: CPU time over the measured run divided by the requests answered, from /proc: the server process (all its threads: uWS and handlers, GC, libuv), the nats-server and redis-server processes (shared with anything else using them at the time), and the bench process (autocannon). On 2 cores the load generator, NATS and Redis compete with the server for the same CPUs, so req/s is bounded by the sum of these costs, not by any one of them.');
+  lines.push('', 'CPU µs/req: CPU time over the measured run divided by the requests answered, from /proc: the server process (all its threads: uWS and handlers, GC, libuv), the nats-server and redis-server processes (shared with anything else using them at the time), and the load generator (the wrk process, or the bench process running autocannon). On 2 cores the load generator, NATS and Redis compete with the server for the same CPUs, so req/s is bounded by the sum of these costs, not by any one of them.');
   lines.push('');
   lines.push(`Ratios, same thread count: Tidemark API_THREADS=1 / bare uWS 1 thread = **${pct(tm1.rps, bare1.rps)}**${tmN && bareN ? `; Tidemark API_THREADS=${THREADS} / bare uWS ${THREADS} threads = **${pct(tmN.rps, bareN.rps)}**` : ''}.`);
   if (tmN) lines.push(`Tidemark API_THREADS=${THREADS} / bare uWS 1 thread (the aim's baseline, >= 60%): **${pct(tmN.rps, bare1.rps)}**.`);
