@@ -368,8 +368,14 @@ const NOTES = `Reading the table:
   with the raw tail hashed on the fly; one union per series bucket and one over those for the
   total (relative standard error at most 1%, bias-corrected). "metrics yesterday" is exact at
   1M and an estimate at 10M.
-- Filtered queries read raw rows by design (the rollups hold no per-event data), so they are
-  linear in the sessions of the period (and their events, for event-level filters).
+- Filters that all name one session dimension (and maybe its parent) read that dimension's
+  rollup (\`metrics 30d, country filter\`: rollup_country_hourly, unique visitors above the
+  threshold from the per-(hour, dimension, value) sketches of rollup_visitor_values_hourly);
+  a breakdown filtered on its own dimension or its parent too. Other filters (event-level
+  names, a breakdown filtered on another dimension such as \`referrer_name, device filter\`)
+  read raw rows, linear in the sessions of the period (and their events, for event-level
+  filters): a parallel scan of the period's sessions, mostly reading pages from outside
+  PostgreSQL's 128 MB shared_buffers.
 - Insights transactions run with JIT off: with jit=on (the server default) the planner
   compiled several of these short queries for 10-200 ms (e.g. a 10M breakdown: 39 ms -> 9 ms).
 - \`/live\` is auth plus one Redis script (rate limit, trim and ZCOUNT of the live set in one

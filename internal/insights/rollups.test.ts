@@ -270,9 +270,12 @@ describe('planFor: the one choice between rollups and raw rows', () => {
     assert.equal(planFor(period({ startDate: '2026-03-08', endDate: '2026-03-08' }, 'America/New_York'), []), 'rollup');
   });
 
-  it('raw rows with any filter (session- or event-level)', () => {
-    assert.equal(planFor(period({ range: '30d' }, 'UTC'), country), 'raw');
+  it('rollups with filters on one session dimension, raw rows with event-level filters', () => {
+    // (the cases in detail: filtered-rollups.test.ts)
+    assert.equal(planFor(period({ range: '30d' }, 'UTC'), country), 'rollup');
+    assert.equal(planFor(period({ range: '30d' }, 'UTC'), country, 'auto', 'pages'), 'raw');
     assert.equal(planFor(period({ range: '30d' }, 'UTC'), path), 'raw');
+    assert.equal(planFor(period({ range: '30d' }, 'UTC'), [...country, ...path]), 'raw');
   });
 
   it('raw rows when a bound or a bucket is not a whole UTC hour', () => {
@@ -323,7 +326,8 @@ describe('rollup path = raw path (PostgreSQL)', () => {
     ['NY autumn DST day, hourly', { startDate: '2026-11-01', endDate: '2026-11-01' }, 'rollup'],
     ['days around the spring DST', { startDate: '2026-03-06', endDate: '2026-03-31' }, 'rollup'],
     ['lastHour (sliding: raw)', { range: 'lastHour' }, 'raw'],
-    ['filtered (raw)', { range: '30d', filters: [{ name: 'country', operator: 'isNot', value: ['US'] }] }, 'raw'],
+    ['filtered on one dimension (rollup; pages and other breakdowns raw)', { range: '30d', filters: [{ name: 'country', operator: 'isNot', value: ['US'] }] }, 'rollup'],
+    ['event-level filter (raw)', { range: '30d', filters: [{ name: 'path', operator: 'is', value: ['/pricing'] }] }, 'raw'],
   ];
   for (const p of PROJECTS) {
     for (const [label, q, expectPlan] of CASES) {

@@ -8,13 +8,14 @@
 // - A page's title is the latest non-empty title among its counted views ('' if none).
 // - A project whose stored timezone Intl does not know is treated as UTC.
 // - Unfiltered metrics, pages and breakdowns over whole UTC hours read the hourly rollups plus
-//   the raw sessions (and views) of the hours not yet rolled up (rollups.ts, planFor); the
-//   answer is the same as the raw path's, which stays for everything else and can be forced
-//   (path: 'raw').
+//   the raw sessions (and views) of the hours not yet rolled up (rollups.ts, planFor); so do
+//   metrics filtered on one session dimension (and its parent) and breakdowns filtered on
+//   their own dimension or its parent, from that dimension's rollup. The answer is the same
+//   as the raw path's, which stays for everything else and can be forced (path: 'raw').
 // - unique_visitors on that path is exact up to `exactVisitorsMax` sessions in the period
-//   (TIDEMARK_EXACT_VISITORS_MAX) and, above it, a HyperLogLog estimate (standard error at
-//   most 1%, 99.7% within 3%) when the hll extension is installed; always exact without it
-//   and on the raw path.
+//   (TIDEMARK_EXACT_VISITORS_MAX; all its sessions, filtered or not) and, above it, a
+//   HyperLogLog estimate (standard error at most 1%, 99.7% within 3%) when the hll extension
+//   is installed; always exact without it and on the raw path.
 // - Every insights transaction runs with JIT compilation off (see runInsightsQuery).
 import { NotFoundError, BadRequestError } from '../http/errors';
 import { DIMENSION_PREFIX, SCREEN_VIEW, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
@@ -32,7 +33,17 @@ import { resolvePeriod, type Period } from '../query/period';
 import { checkRegexes, projectTimezone } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
 import { exactVisitorsMaxFrom } from '../config/config';
-import { planFor, rollupBreakdownSql, rollupMetricsSql, rollupPagesSql, type InsightsPath, type ReadPlan } from './rollups';
+import {
+  planFor,
+  rollupBreakdownSql,
+  rollupDimensionFor,
+  rollupMetricsSql,
+  rollupPagesSql,
+  type InsightsPath,
+  type PlanTarget,
+  type ReadPlan,
+  type RollupFilter,
+} from './rollups';
 import { scopedSessionsSql, type SessionScope } from './sessions';
 
 export const BREAKDOWN_DIMENSIONS = SESSION_DIMENSIONS;
@@ -42,7 +53,7 @@ export function isBreakdownDimension(name: string): name is BreakdownDimension {
   return (BREAKDOWN_DIMENSIONS as readonly string[]).includes(name);
 }
 
-export { HLL_ERROR_BOUND, planFor, type InsightsPath, type ReadPlan } from './rollups';
+export { HLL_ERROR_BOUND, planFor, type InsightsPath, type PlanTarget, type ReadPlan } from './rollups';
 
 export interface InsightsOptions {
   /** Statement timeout of every query, ms (default 5000). */
@@ -107,8 +118,12 @@ interface QueryContext {
   filters: SplitFilters;
   /** Metrics, pages and breakdowns: rollups or raw rows (planFor, decided once per query). */
   plan: ReadPlan;
+  /** On the rollup path with filters: the dimension rollup that applies them. */
+  rollupFilter?: RollupFilter;
   /** rollup_visitors_hourly exists (hll extension installed): metrics may use sketches. */
   sketches: boolean;
+  /** rollup_visitor_values_hourly exists (sql/010): filtered metrics may use sketches. */
+  valueSketches: boolean;
 }
 
 /** Totals and one row per bucket (empty buckets as zeros). */
@@ -123,7 +138,11 @@ export async function getMetrics(
     const p = new SqlParams();
     const exactMax = options.exactVisitorsMax ?? defaultExactVisitorsMax();
     const sql = ctx.plan === 'rollup'
-      ? rollupMetricsSql(scopeOf(ctx), ctx.period.buckets, p, { exactMax, sketches: ctx.sketches })
+      ? rollupMetricsSql(
+        scopeOf(ctx), ctx.period.buckets, p,
+        { exactMax, sketches: ctx.rollupFilter ? ctx.valueSketches : ctx.sketches },
+        ctx.rollupFilter,
+      )
       : rawMetricsSql(ctx, p);
     const { rows } = await ctx.db.query<MetricsRow>(sql, p.values);
     const empty = metricValues(undefined);
@@ -206,7 +225,7 @@ export async function getPages(
       bounce_rate: bounceRate(toNumber(row.bounces), toNumber(row.entries)),
       avg_duration: meanSeconds(toNumber(row.duration_ms), toNumber(row.timed_views)),
     }));
-  }, pageOf(params));
+  }, pageOf(params), 'pages');
 }
 
 /**
@@ -333,7 +352,7 @@ export async function getBreakdown(
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
     const p = new SqlParams();
     const sql = ctx.plan === 'rollup'
-      ? rollupBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset)
+      ? rollupBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.rollupFilter?.filters)
       : rawBreakdownSql(ctx, dimension, p);
     const { rows } = await ctx.db.query<BreakdownSqlRow>(sql, p.values);
     return rows.map((row): BreakdownRow => {
@@ -346,10 +365,10 @@ export async function getBreakdown(
         avg_session_duration: meanSeconds(toNumber(row.duration_ms), toNumber(row.timed_sessions)),
       };
     });
-  }, pageOf(params));
+  }, pageOf(params), dimension);
 }
 
-/** A breakdown from the raw sessions (the only path with filters). */
+/** A breakdown from the raw sessions (filters other than on the dimension and its parent; path 'raw'). */
 function rawBreakdownSql(ctx: QueryContext & Page, dimension: BreakdownDimension, p: SqlParams): string {
   const parent = DIMENSION_PREFIX[dimension];
   const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: true });
@@ -407,6 +426,7 @@ async function runInsightsQuery<T>(
   options: InsightsOptions,
   query: (ctx: QueryContext & Page) => Promise<T>,
   page: Page = { limit: 0, offset: 0 },
+  target: PlanTarget = 'metrics',
 ): Promise<T> {
   const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   return withTimeout(pool, timeoutMs, async (db) => {
@@ -414,16 +434,22 @@ async function runInsightsQuery<T>(
     // and the raw tail's row estimates (parameterised hour ranges) push plans past
     // jit_above_cost (measured: a 10M-event breakdown went from 39 to 9 ms). Transaction-local.
     // The same round trip tells whether the unique-visitor sketches exist (sql/008_rollup_visitors.sql).
-    const { rows: setup } = await db.query<{ sketches: boolean }>(
-      "SELECT set_config('jit', 'off', true), to_regclass('rollup_visitors_hourly') IS NOT NULL AS sketches",
+    // ... and whether the per-value sketches of filtered metrics exist (sql/010_rollup_visitor_values.sql).
+    const { rows: setup } = await db.query<{ sketches: boolean; value_sketches: boolean }>(
+      `SELECT set_config('jit', 'off', true), to_regclass('rollup_visitors_hourly') IS NOT NULL AS sketches,
+              to_regclass('rollup_visitor_values_hourly') IS NOT NULL AS value_sketches`,
     );
     const sketches = setup[0]?.sketches === true;
+    const valueSketches = setup[0]?.value_sketches === true;
     const timezone = await projectTimezone(db, projectId);
     await checkRegexes(db, params.filters);
     const period = resolvePeriod(params, timezone, now);
-    const plan = planFor(period, params.filters, options.path);
+    const plan = planFor(period, params.filters, options.path, target);
+    const filters = splitFilters(params.filters);
+    const dimension = plan === 'rollup' ? rollupDimensionFor(params.filters, target) : null;
+    const rollupFilter = dimension ? { dimension, filters: filters.session } : undefined;
     try {
-      return await query({ db, projectId, period, filters: splitFilters(params.filters), plan, sketches, ...page });
+      return await query({ db, projectId, period, filters, plan, rollupFilter, sketches, valueSketches, ...page });
     } catch (err) {
       if (pgErrorCode(err) === PG_INVALID_REGULAR_EXPRESSION) {
         throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);
