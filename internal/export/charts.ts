@@ -32,6 +32,11 @@
 // - Event counts (segment event) without filters, with no breakdown or one on `name` or a
 //   rolled-up column, read the hourly event rollups when every bucket boundary inside the
 //   period is a whole UTC hour (./rollups.ts); the answer is the raw one (tested both ways).
+// - user, session and user_average of such a series are exact (raw) while the period holds
+//   at most `exactVisitorsMax` events of the series (TIDEMARK_EXACT_VISITORS_MAX), else
+//   HyperLogLog estimates from the event sketches when the hll extension is installed
+//   (./sketches.ts: 99.7% of numbers within 3%; event counts and the series stay exact).
+//   one_event_per_user and group are always raw.
 // - Series metrics as OpenPanel's format(): sum = sum of the data points (rounded to 2
 //   decimals); average = mean of the NON-ZERO data points (OpenPanel's average() skips
 //   zeros), 2 decimals, 0 when all are zero; min / max over all data points; count = the
@@ -65,6 +70,8 @@ import type { ExportOptions } from './events';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
 import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
 import { chartRollup, rollupGroupedSql, type ExportPath } from './rollups';
+import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
+import { exactVisitorsMaxFrom } from '../config/config';
 
 export const MAX_BUCKETS = 3000;
 
@@ -226,8 +233,10 @@ interface SeriesQuery {
   limit: number;
   /** Breakdown value combinations to compute (previous period); null = the top `limit`. */
   combos: string[][] | null;
-  /** 'raw' never reads the event rollups. */
+  /** 'raw' never reads the event rollups nor the sketches. */
   path: ExportPath;
+  /** Distinct counts over more events of the series than this come from the sketches. */
+  exactMax: number;
 }
 
 interface SeriesResult {
@@ -239,18 +248,9 @@ interface SeriesResult {
   totals: number[];
 }
 
-/**
- * One statement per series item and period. It yields one row per (bucket, breakdown
- * values) and one total row per breakdown values (bucket NULL, GROUPING SETS), each with
- * `rk`, the rank of its breakdown values (1 without breakdowns).
- *
- * Common segments aggregate the events in a single pass and rank the breakdown values by
- * the event count of their total rows afterwards. one_event_per_user and group first pick
- * the top values, then aggregate only those events (DISTINCT ON / unnest need that order).
- */
-function seriesSql(q: SeriesQuery, p: SqlParams): string {
-  const { item, breakdowns } = q;
-  const b = breakdowns.map((_, i) => `b${i}`);
+/** The raw conditions of a series item over its window (alias `s`). */
+function seriesWhere(q: SeriesQuery, p: SqlParams): { where: string; v: string } {
+  const { item } = q;
   const conditions = [
     `s.project_id = ${p.add(q.projectId)}`,
     `s.created_at >= ${p.add(q.window.start.toISOString())}::timestamptz`,
@@ -267,8 +267,29 @@ function seriesSql(q: SeriesQuery, p: SqlParams): string {
     conditions.push(`(s.properties ->> ${key}::text) ~ ${re}::text`);
     v = `(s.properties ->> ${key}::text)::numeric`; // numeric text: checked by the condition above
   }
-  const where = conditions.join('\n      AND ');
+  return { where: conditions.join('\n      AND '), v };
+}
+
+/**
+ * One statement per series item and period. It yields one row per (bucket, breakdown
+ * values) and one total row per breakdown values (bucket NULL, GROUPING SETS), each with
+ * `rk`, the rank of its breakdown values (1 without breakdowns).
+ *
+ * Common segments aggregate the events in a single pass and rank the breakdown values by
+ * the event count of their total rows afterwards. one_event_per_user and group first pick
+ * the top values, then aggregate only those events (DISTINCT ON / unnest need that order).
+ */
+function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = null): string {
+  const { item, breakdowns } = q;
+  const b = breakdowns.map((_, i) => `b${i}`);
+  const { where, v } = seriesWhere(q, p);
   const bExprs = breakdowns.map((bd) => breakdownExpr(bd.name, p));
+  if (sketch) {
+    return sketchSeriesSql(sketch, {
+      projectId: q.projectId, name: item.name, segment: item.segment, window: q.window,
+      rawWhere: where, rawValue: bExprs[0] ?? null, limit: q.limit, combos: q.combos,
+    }, p);
+  }
   // Added to the parameters only when used (an unreferenced parameter has no type: error).
   let bucketSql: string | undefined;
   const bucketExpr = () => (bucketSql ??= `width_bucket(s.created_at, ${p.add(q.window.buckets.map((d) => d.toISOString()))}::timestamptz[])`);
@@ -323,11 +344,31 @@ function seriesSql(q: SeriesQuery, p: SqlParams): string {
     GROUP BY GROUPING SETS ((${srcBucket}, ${keys}), (${keys}))`;
 }
 
+/**
+ * The sketch plan of a distinct-count series when it is to be estimated: eligible
+ * (chartSketchPlan), the sketches exist and the window holds more than `exactMax` events of
+ * the series (counted exactly from the event rollups). Null: count exactly (raw).
+ */
+async function sketchPlanFor(db: Queryable, q: SeriesQuery): Promise<SketchPlan | null> {
+  if (!(q.exactMax >= 0) || !Number.isFinite(q.exactMax)) return null;
+  const plan = chartSketchPlan(q.window, q.item.segment, q.filters, q.breakdowns, q.path);
+  if (!plan) return null;
+  const p = new SqlParams();
+  const { where } = seriesWhere(q, p);
+  const { rows } = await db.query<{ sketches: boolean; n: string | null }>(
+    sketchDecisionSql(plan, { projectId: q.projectId, name: q.item.name, window: q.window, rawWhere: where }, p),
+    p.values,
+  );
+  const r = rows[0];
+  return r?.sketches && num(r.n) > q.exactMax ? plan : null;
+}
+
 async function querySeries(db: Queryable, q: SeriesQuery): Promise<SeriesResult> {
   const p = new SqlParams();
   const { breakdowns } = q;
   const b = breakdowns.map((_, i) => `b${i}`);
-  const { rows } = await db.query<Record<string, unknown>>(seriesSql(q, p), p.values);
+  const sketch = await sketchPlanFor(db, q);
+  const { rows } = await db.query<Record<string, unknown>>(seriesSql(q, p, sketch), p.values);
 
   const size = q.window.buckets.length;
   const byRank = new Map<number, { combo: string[]; points: number[]; total: number }>();
@@ -367,6 +408,12 @@ async function querySeries(db: Queryable, q: SeriesQuery): Promise<SeriesResult>
 
 const ALPHA = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
 
+let envExactVisitorsMax: number | undefined;
+function defaultExactVisitorsMax(): number {
+  envExactVisitorsMax ??= exactVisitorsMaxFrom(process.env);
+  return envExactVisitorsMax;
+}
+
 function slug(s: string): string {
   return s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '') || 'all';
 }
@@ -380,6 +427,7 @@ export async function getChart(
   options: ExportOptions = {},
 ): Promise<ChartResponse> {
   const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+  const exactMax = options.exactVisitorsMax ?? defaultExactVisitorsMax();
   return withTimeout(pool, timeoutMs, async (db) => {
     await withoutJit(db);
     const timezone = await projectTimezone(db, projectId);
@@ -403,7 +451,7 @@ export async function getChart(
       const series: ChartSeries[] = [];
       const usedIds = new Set<string>();
       for (const [index, item] of params.series.entries()) {
-        const base = { projectId, item, filters: [...item.filters, ...params.filters], limit: params.limit, path: options.path ?? 'auto' };
+        const base = { projectId, item, filters: [...item.filters, ...params.filters], limit: params.limit, path: options.path ?? 'auto', exactMax };
         const cur = await querySeries(db, { ...base, window: current, breakdowns: params.breakdowns, combos: null });
         const withValues = cur.combos[0]!.length > 0;
         const prev = previous

@@ -68,8 +68,14 @@ import { countSpan, totalCountSql, type ExportPath } from './rollups';
 export interface ExportOptions {
   /** Statement timeout of every query, ms (default 5000). */
   statementTimeoutMs?: number;
-  /** 'raw' never reads the event rollups (the reference path, for tests); default 'auto'. */
+  /** 'raw' never reads the event rollups nor the sketches (the reference path, for tests); default 'auto'. */
   path?: ExportPath;
+  /**
+   * /export/charts user, session and user_average count exactly when the period holds at
+   * most this many events of the series, else from HyperLogLog sketches if the hll
+   * extension is installed (./sketches.ts). Default: TIDEMARK_EXACT_VISITORS_MAX.
+   */
+  exactVisitorsMax?: number;
 }
 
 export interface ExportedProfile {

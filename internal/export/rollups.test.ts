@@ -216,7 +216,7 @@ describe('export event rollups', () => {
     const dims = await exec('SELECT dimension, relation FROM events_rollup_dimensions ORDER BY dimension');
     assert.deepEqual(dims.rows.map((r) => r.dimension), [...EVENT_ROLLUP_DIMENSIONS].sort());
     assert.ok(dims.rows.every((r) => r.relation === `events_${r.dimension}_hourly`));
-    const registry = await exec(`SELECT relation, refresh_fn FROM rollup_registry WHERE relation LIKE 'events\\_%' ORDER BY relation`);
+    const registry = await exec(`SELECT relation, refresh_fn FROM rollup_registry WHERE relation LIKE 'events\\_%' AND relation NOT LIKE 'events\\_sketches\\_%' ORDER BY relation`);
     assert.equal(registry.rows.length, EVENT_ROLLUP_DIMENSIONS.length + 1);
     assert.ok(registry.rows.every((r) => r.refresh_fn === 'tm_refresh_event_rollups'));
     const notLogged = `date_trunc('hour', created_at, 'UTC') < $1 AND NOT EXISTS (SELECT 1 FROM rollup_invalidations i

@@ -75,7 +75,7 @@ async function bufferNdjson(res: HttpResponse, body: NdjsonBody, maxBytes: numbe
 
 /** The export routes, for the lead to add to the router next to readRoutes(). */
 export function exportRoutes(deps: ReadDeps, options: ExportRouteOptions = {}): Route[] {
-  const opts = { statementTimeoutMs: deps.queryTimeoutMs };
+  const opts = { statementTimeoutMs: deps.queryTimeoutMs, exactVisitorsMax: deps.exactVisitorsMax };
   const now = options.now ?? (() => new Date());
   const maxBuffered = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
   const projectOf = (req: HttpRequest) => requestedProject(req.query);

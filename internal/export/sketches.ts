@@ -1,0 +1,217 @@
+// Distinct counts of /export/charts from HyperLogLog sketches (sql/011_event_sketches.sql).
+//
+// Segments user (distinct profile_id), session (distinct session_id) and user_average
+// (events / distinct profile_id) of an unfiltered series, with no breakdown or one on `name`
+// or on a column with an hourly event rollup, over a window whose bucket boundaries inside
+// it are all whole UTC hours (the event-count rollups' eligibility, ./rollups.ts), are
+// answered from the sketches when the window holds more than `exactVisitorsMax` events of
+// the series (TIDEMARK_EXACT_VISITORS_MAX; counted from the event rollups, cheap). At or
+// below it, without the hll extension (no events_sketches_hourly: e.g. the TimescaleDB /
+// PGlite engine), and for anything else, the raw path counts exactly.
+//
+// One statement (one snapshot):
+//   counts  exact event counts per (bucket, value) and per value (rollupGroupedSql): the
+//           event count `n` ranks the breakdown values exactly as the raw path does, and is
+//           the numerator of user_average;
+//   top     the `limit` values with most events (or the given ones for a previous period);
+//   sk      per series bucket and top value: the daily sketches of the complete local
+//           days (events_sketches_days) that lie inside the bucket with none of their hours
+//           in rollup_invalidations, the hourly sketches of the other whole UTC hours not
+//           in the log, and sketches hashed on the fly from the raw events of the logged
+//           hours and of the partial hours at both edges;
+//   est     their union per (bucket, value) and per value over the whole window, read with
+//           tm_visitors_estimate() (bias-corrected; exact up to 1280 distinct values per
+//           union, else a relative standard error of at most 1%, 99.7% within 3%), and
+//           capped at `n` (there are never more distinct users or sessions than events).
+//
+// Not from sketches: one_event_per_user (a bucket's value is the users whose LATEST event
+// of the period falls in it, with the breakdown value of that event: a set difference that
+// hourly sketches cannot give within the error bound, and the value of a user's latest event
+// is in none of them) and group (distinct group ids: not sketched) stay raw, as do filters,
+// two or three breakdowns and properties.* breakdowns.
+import type { SqlParams } from '../query/filters';
+import type { Filter } from '../query/params';
+import type { ChartSegment } from './params';
+import { chartRollup, rollupGroupedSql, type ChartRollup, type ChartWindow, type ExportPath } from './rollups';
+
+/** HyperLogLog parameters of every sketch (= HLL_PARAMS of internal/insights/rollups.ts and sql/011). */
+export const HLL_PARAMS = '14, 5, -1, 1';
+
+/** Segments answered from the sketches above the threshold. */
+export const SKETCH_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['user', 'session', 'user_average']);
+
+export interface SketchPlan {
+  /** Exact event counts of the series per bucket and breakdown value (the event rollups). */
+  counts: ChartRollup;
+  /** Exact event count of the series over the window, without breakdown (the threshold). */
+  total: ChartRollup;
+  /** events_sketches_hourly.dimension: '' without breakdown or for a breakdown on `name`. */
+  dimension: string;
+  /** Breakdown on `name`: the value is the sketch row's name. */
+  byName: boolean;
+  /** One breakdown. */
+  breakdown: boolean;
+}
+
+/**
+ * Whether a series can be answered from the sketches when its window is large: segment
+ * user, session or user_average, no filters, no breakdown or one on `name` or a rolled-up
+ * column, every bucket boundary inside the window on a whole UTC hour (chartRollup).
+ */
+export function chartSketchPlan(
+  window: ChartWindow,
+  segment: ChartSegment,
+  filters: readonly Filter[],
+  breakdowns: readonly { name: string }[],
+  path: ExportPath = 'auto',
+): SketchPlan | null {
+  if (!SKETCH_SEGMENTS.has(segment)) return null;
+  const counts = chartRollup(window, 'event', filters, breakdowns, path);
+  if (!counts) return null;
+  const total = breakdowns.length ? chartRollup(window, 'event', filters, [], path) : counts;
+  if (!total) return null;
+  const bd = breakdowns[0]?.name;
+  return { counts, total, dimension: bd === undefined || bd === 'name' ? '' : bd, byName: bd === 'name', breakdown: bd !== undefined };
+}
+
+export interface SketchSeriesOptions {
+  projectId: string;
+  /** Event name or '*'. */
+  name: string;
+  segment: ChartSegment;
+  window: ChartWindow;
+  /** Conditions of the raw query (alias `s`): project, window, not bots, not session_start/session_end, the name. */
+  rawWhere: string;
+  /** Raw breakdown expression (alias `s`); null without breakdown. */
+  rawValue: string | null;
+  limit: number;
+  /** Breakdown values to compute (previous period), in rank order; null = the top `limit`. */
+  combos: string[][] | null;
+}
+
+/**
+ * One statement: whether the sketches exist and the series' exact event count over the
+ * window (columns `sketches` boolean, `n` text).
+ */
+export function sketchDecisionSql(plan: SketchPlan, opts: Pick<SketchSeriesOptions, 'projectId' | 'name' | 'window' | 'rawWhere'>, p: SqlParams): string {
+  const grouped = rollupGroupedSql(plan.total, { ...opts, rawValue: null }, p);
+  return `SELECT to_regclass('events_sketches_days') IS NOT NULL AS sketches,
+      (SELECT g.n FROM (${grouped}) g WHERE g.bucket IS NULL)::text AS n`;
+}
+
+/**
+ * The series over the sketches: rows (bucket: 1-based width_bucket index, NULL on the total
+ * rows; rk: rank of the breakdown value; b0 with a breakdown; value: text), as the raw
+ * query of charts.ts gives them.
+ */
+export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: SqlParams): string {
+  const b = plan.breakdown;
+  const grouped = rollupGroupedSql(plan.counts, { ...opts, rawValue: opts.rawValue }, p);
+  const project = p.add(opts.projectId);
+  const from = `${p.add(plan.counts.span.from.toISOString())}::timestamptz`;
+  const to = `${p.add(plan.counts.span.to.toISOString())}::timestamptz`;
+  const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
+  const users = opts.segment !== 'session';
+
+  let top: string;
+  if (!b) top = `SELECT ''::text AS b0, 1::bigint AS rk`;
+  else if (opts.combos) top = `SELECT t.b0, t.rk FROM unnest(${p.add(opts.combos.map((c) => c[0] ?? ''))}::text[]) WITH ORDINALITY AS t(b0, rk)`;
+  else {
+    const order = 'c.n DESC, c.b0 COLLATE "C"';
+    top = `SELECT c.b0, row_number() OVER (ORDER BY ${order}) AS rk FROM counts c WHERE c.bucket IS NULL ORDER BY ${order} LIMIT ${p.add(opts.limit)}`;
+  }
+
+  // Stored sketch rows (alias r): the breakdown's dimension, the series' name (name '' is
+  // every name: '*'; with a breakdown on name, every row of a name).
+  const rowValue = !b ? `''::text` : plan.byName ? 'r.name' : 'r.value';
+  const dim = p.add(plan.dimension);
+  const rowWhere = [`r.project_id = ${project}`, `r.dimension = ${dim}`];
+  if (plan.byName && opts.name === '*') rowWhere.push(`r.name <> ''`);
+  else rowWhere.push(`r.name = ${p.add(opts.name === '*' ? '' : opts.name)}`);
+  if (b) rowWhere.push(`${rowValue} IN (SELECT top.b0 FROM top)`);
+  const sketch = `r.${users ? 'users' : 'sessions'}`;
+
+  // Raw events hashed on the fly (logged hours, partial edge hours).
+  const rawHash = users ? 'hll_hash_text(s.profile_id)' : 'hll_hash_text(s.session_id::text)';
+  const rawCond = users ? '' : ' AND s.session_id IS NOT NULL';
+  const rawB0 = b ? opts.rawValue! : `''::text`;
+  const inTop = b ? ' AND x.b0 IN (SELECT top.b0 FROM top)' : '';
+  const rawPart = (range: string) => `SELECT width_bucket(x.created_at, ${starts}), x.b0, hll_add_agg(x.h, ${HLL_PARAMS})
+        FROM (SELECT s.created_at, ${rawB0} AS b0, ${rawHash} AS h FROM events s WHERE ${opts.rawWhere}${rawCond} AND ${range}) x
+        WHERE true${inTop}
+        GROUP BY 1, 2`;
+  const parts = [
+    // Complete local days inside one series bucket, none of their hours logged: daily rows
+    // (LATERAL, kept by OFFSET 0: primary-key probes, whatever the row estimates).
+    `SELECT days.bucket, ${rowValue} AS b0, ${sketch} AS h
+        FROM days CROSS JOIN LATERAL (
+          SELECT * FROM events_sketches_daily r WHERE ${rowWhere.join(' AND ')} AND r.bucket = days.lo OFFSET 0) r`,
+    // The other hours not logged: hourly rows.
+    `SELECT width_bucket(hrs.h, ${starts}), ${rowValue}, ${sketch}
+        FROM hrs CROSS JOIN LATERAL (
+          SELECT * FROM events_sketches_hourly r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h OFFSET 0) r`,
+    // Logged hours: per hour an index range scan of its raw events (a nested loop).
+    `SELECT width_bucket(x.created_at, ${starts}), x.b0, hll_add_agg(x.h, ${HLL_PARAMS})
+        FROM inv CROSS JOIN LATERAL (
+          SELECT s.created_at, ${rawB0} AS b0, ${rawHash} AS h FROM events s
+          WHERE ${opts.rawWhere}${rawCond} AND s.created_at >= inv.bucket AND s.created_at < inv.bucket + interval '1 hour' OFFSET 0) x
+        WHERE true${inTop}
+        GROUP BY 1, 2`,
+  ];
+  if (plan.counts.span.from.getTime() > opts.window.start.getTime()) parts.push(rawPart(`s.created_at < ${from}`));
+  if (plan.counts.span.to.getTime() < opts.window.end.getTime()) parts.push(rawPart(`s.created_at >= ${to}`));
+
+  const n = 'c.n::float8';
+  // Never more distinct users or sessions than events: the estimate is capped at n.
+  const d = 'least(coalesce(e.d, 0), c.n)';
+  const value = opts.segment === 'user_average' ? `coalesce(${n} / NULLIF(${d}, 0), 0)` : d;
+  return `WITH counts AS MATERIALIZED (
+        SELECT g.bucket, ${b ? 'g.b0' : `''::text`} AS b0, g.n FROM (${grouped}) g
+      ),
+      top AS MATERIALIZED (${top}),
+      inv AS MATERIALIZED (
+        SELECT DISTINCT i.bucket FROM rollup_invalidations i
+        WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
+      ),
+      -- complete local days (events_sketches_days) inside the span and inside one series
+      -- bucket, none of their hours logged
+      days AS MATERIALIZED (
+        SELECT width_bucket(m.bucket, ${starts}) AS bucket, m.bucket AS lo, m.bucket + m.hours * interval '1 hour' AS hi
+        FROM events_sketches_days m
+        WHERE m.project_id = ${project} AND m.bucket >= ${from} AND m.bucket + m.hours * interval '1 hour' <= ${to}
+          AND width_bucket(m.bucket, ${starts}) = width_bucket(m.bucket + m.hours * interval '1 hour' - interval '1 microsecond', ${starts})
+          AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= m.bucket AND inv.bucket < m.bucket + m.hours * interval '1 hour')
+      ),
+      -- the span's other hours that are not logged (equality anti-joins: hashed, linear
+      -- however long the period)
+      covered AS MATERIALIZED (
+        SELECT generate_series(days.lo, days.hi - interval '1 hour', interval '1 hour') AS h FROM days
+        UNION ALL
+        SELECT inv.bucket FROM inv
+      ),
+      -- (only between the first and last hour with sketch rows: long periods, little data)
+      held AS MATERIALIZED (
+        SELECT greatest(${from}, (SELECT min(r.bucket) FROM events_sketches_hourly r WHERE r.project_id = ${project} AND r.dimension = ${dim})) AS lo,
+               least(${to} - interval '1 hour', (SELECT max(r.bucket) FROM events_sketches_hourly r WHERE r.project_id = ${project} AND r.dimension = ${dim})) AS hi
+      ),
+      hrs AS MATERIALIZED (
+        SELECT g.h FROM held CROSS JOIN LATERAL generate_series(held.lo, held.hi, interval '1 hour') AS g(h)
+        WHERE NOT EXISTS (SELECT 1 FROM covered c WHERE c.h = g.h)
+      ),
+      sk AS (
+        ${parts.join('\n        UNION ALL\n        ')}
+      ),
+      bsk AS MATERIALIZED (
+        SELECT sk.bucket, sk.b0, hll_union_agg(sk.h) AS h FROM sk GROUP BY sk.bucket, sk.b0
+      ),
+      -- tm_visitors_estimate: hll_cardinality with the estimator's bias removed (sql/008_rollup_visitors.sql)
+      est AS (
+        SELECT k.bucket, k.b0, tm_visitors_estimate(k.h) AS d FROM bsk k
+        UNION ALL
+        SELECT NULL::int, k.b0, tm_visitors_estimate(hll_union_agg(k.h)) FROM bsk k GROUP BY k.b0
+      )
+      SELECT c.bucket, top.rk${b ? ', c.b0' : ''}, (${value})::text AS value
+      FROM counts c
+      JOIN top ON top.b0 = c.b0
+      LEFT JOIN est e ON e.b0 = c.b0 AND coalesce(e.bucket, -1) = coalesce(c.bucket, -1)`;
+}
