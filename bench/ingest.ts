@@ -375,7 +375,7 @@ async function main() {
   lines.push(`Tidemark API_THREADS=1 / publish-per-request (1 thread) = **${pct(tm1.rps, pub.rps)}**.`);
   for (const r of results.filter((x) => x.target.startsWith('Tidemark API +') || x.target.startsWith('diagnostic'))) lines.push(`${r.target}: ${pct(r.rps, bare1.rps)} of bare (1 thread).`);
   lines.push('');
-  lines.push(`Durability (every 202 is in JetStream): after each Tidemark run, the stream's message count (stream info), the ops decoded from every message, and the 2xx answers (warm-up + measured run). Every 202 is durable when ops >= 2xx; ops may exceed 2xx by at most the requests in flight when autocannon stopped (<= ${CONNECTIONS} per phase).`, '');
+  lines.push(`Durability (every 202 is in JetStream): after each Tidemark run, the stream's message count (stream info), the ops decoded from every message, and the 2xx answers (warm-up + measured run). Every 202 is durable when ops >= 2xx; ops may exceed 2xx by at most the requests in flight when the load stopped (<= ${CONNECTIONS} per phase).`, '');
   lines.push('| Run | stream messages | ops in them | 2xx answers | ops per message | every 202 stored |', '|---|---:|---:|---:|---:|---|');
   for (const { label, d } of durability) {
     const verdict = d.ops < d.ok ? '**NO**' : d.ops > d.ok + 2 * CONNECTIONS ? `yes (**${d.ops - d.ok} unexplained extra ops**)` : `yes (+${d.ops - d.ok} in flight at stop)`;
