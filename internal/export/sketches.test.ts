@@ -12,7 +12,6 @@
 //   - logged hours (rollup_invalidations) and late events read raw: still within the bound.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { HLL_ERROR_BOUND } from '../insights/rollups';
@@ -22,10 +21,9 @@ import { getChart, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
 import { EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { chartSketchPlan } from './sketches';
+import { createSqlDb, dropSqlDb } from '../../test/support/sql-db';
 
-const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DB_NAME = `tidemark_test_export_sketches_${randomBytes(6).toString('hex')}`;
-const SQL_DIR = new URL('../../sql/', import.meta.url);
 
 const PROJECTS = [
   { id: 'k_utc', timezone: 'UTC' },
@@ -97,16 +95,7 @@ async function refreshAll(before: Date): Promise<void> {
 }
 
 before(async () => {
-  const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${DB_NAME}`);
-  await admin.end();
-  pool = new pg.Pool({ connectionString: `${SERVER_URL}/${DB_NAME}`, max: 8 });
-  for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')).sort()) {
-    await exec(readFileSync(new URL(file, SQL_DIR), 'utf8'));
-  }
-  const { rows } = await exec("SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned");
-  if (rows[0]?.partitioned) await exec('CREATE TABLE events_test PARTITION OF events DEFAULT');
+  pool = await createSqlDb(DB_NAME);
   for (const [i, p] of PROJECTS.entries()) {
     await exec('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
     await generate(p.id, 0.2 + i / 10);
@@ -118,11 +107,7 @@ before(async () => {
 });
 
 after(async () => {
-  await pool?.end();
-  const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${DB_NAME} WITH (FORCE)`);
-  await admin.end();
+  await dropSqlDb(pool, DB_NAME);
 });
 
 // ---------------------------------------------------------------------------------------

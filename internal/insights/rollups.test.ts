@@ -6,7 +6,6 @@
 // (within the documented error), exact whenever the hll extension is missing.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { SESSION_DIMENSIONS } from '../model/event';
@@ -17,10 +16,9 @@ import { refreshRollups } from '../store/rollups';
 import { SqlParams } from '../query/filters';
 import { HLL_ERROR_BOUND, planFor, rollupMetricsSql, rollupPagesSql } from './rollups';
 import { getBreakdown, getMetrics, getPages, type InsightsOptions } from './service';
+import { createSqlDb, dropSqlDb } from '../../test/support/sql-db';
 
-const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DB_NAME = `tidemark_test_rollups_${randomBytes(6).toString('hex')}`;
-const SQL_DIR = new URL('../../sql/', import.meta.url);
 const HOUR = 3_600_000;
 
 const PROJECTS = [
@@ -144,16 +142,7 @@ async function logHour(c: pg.ClientBase, projectId: string, at: Date): Promise<v
 }
 
 before(async () => {
-  const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${DB_NAME}`);
-  await admin.end();
-  pool = new pg.Pool({ connectionString: `${SERVER_URL}/${DB_NAME}`, max: 8 });
-  for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')).sort()) {
-    await exec(readFileSync(new URL(file, SQL_DIR), 'utf8'));
-  }
-  const { rows } = await exec("SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned");
-  if (rows[0]?.partitioned) await exec('CREATE TABLE events_test PARTITION OF events DEFAULT');
+  pool = await createSqlDb(DB_NAME);
   for (const [i, p] of PROJECTS.entries()) {
     await exec('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
     await generate(p.id, 0.1 + i / 10);
@@ -187,16 +176,7 @@ before(async () => {
 });
 
 after(async () => {
-  await pool?.end();
-  const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
-  await admin.connect();
-  for (let i = 0; i < 50; i++) {
-    const { rows } = await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [DB_NAME]);
-    if (rows[0]?.n === 0) break;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  await admin.query(`DROP DATABASE IF EXISTS ${DB_NAME} WITH (FORCE)`);
-  await admin.end();
+  await dropSqlDb(pool, DB_NAME);
 });
 
 // ---------------------------------------------------------------------------------------
@@ -686,22 +666,15 @@ describe('unique visitors without the hll extension', () => {
   let db: pg.Pool;
 
   before(async () => {
-    const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${NAME}`);
-    await admin.end();
-    db = new pg.Pool({ connectionString: `${SERVER_URL}/${NAME}`, max: 4 });
     // The migrations as on a server without the package: pg_available_extensions has no hll.
-    for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')).sort()) {
-      let sql = readFileSync(new URL(file, SQL_DIR), 'utf8');
-      if (file === '008_rollup_visitors.sql') {
+    db = await createSqlDb(NAME, {
+      max: 4,
+      edit: (file, sql) => {
+        if (file !== '008_rollup_visitors.sql') return sql;
         assert.match(sql, /pg_available_extensions WHERE name = 'hll'/);
-        sql = sql.replace(/name = 'hll'/g, "name = 'hll_not_on_this_server'");
-      }
-      await db.query(sql);
-    }
-    const { rows } = await db.query("SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned");
-    if (rows[0]?.partitioned) await db.query('CREATE TABLE events_test PARTITION OF events DEFAULT');
+        return sql.replace(/name = 'hll'/g, "name = 'hll_not_on_this_server'");
+      },
+    });
     await db.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [MANY.id, 'UTC']);
     await generateVisitors(db, MANY.id);
     await db.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions`);
@@ -710,11 +683,7 @@ describe('unique visitors without the hll extension', () => {
   });
 
   after(async () => {
-    await db?.end();
-    const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS ${NAME} WITH (FORCE)`);
-    await admin.end();
+    await dropSqlDb(db, NAME);
   });
 
   it('the migration creates no sketches and registers none; the refresh job still runs', async () => {

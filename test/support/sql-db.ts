@@ -1,0 +1,41 @@
+// A throwaway PostgreSQL database with every migration of sql/ applied as plain SQL, for the
+// tests of the rollup SQL (internal/insights, internal/export): no service, just the schema.
+import { readdirSync, readFileSync } from 'node:fs';
+import pg from 'pg';
+
+export const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
+const SQL_DIR = new URL('../../sql/', import.meta.url);
+
+/** The migration files of sql/, in order. */
+export function migrationFiles(): string[] {
+  return readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')).sort();
+}
+
+export function migrationSql(file: string): string {
+  return readFileSync(new URL(file, SQL_DIR), 'utf8');
+}
+
+/**
+ * Creates database `name`, applies sql/ (each file through `edit`), and gives a partitioned
+ * events table a default partition (tests insert events of any date).
+ */
+export async function createSqlDb(name: string, o: { max?: number; edit?: (file: string, sql: string) => string } = {}): Promise<pg.Pool> {
+  const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+  await admin.end();
+  const pool = new pg.Pool({ connectionString: `${SERVER_URL}/${name}`, max: o.max ?? 8 });
+  for (const file of migrationFiles()) await pool.query(o.edit ? o.edit(file, migrationSql(file)) : migrationSql(file));
+  const { rows } = await pool.query("SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned");
+  if (rows[0]?.partitioned) await pool.query('CREATE TABLE events_test PARTITION OF events DEFAULT');
+  return pool;
+}
+
+/** Closes the pool and drops the database. */
+export async function dropSqlDb(pool: pg.Pool | undefined, name: string): Promise<void> {
+  await pool?.end();
+  const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+  await admin.end();
+}
