@@ -16,17 +16,11 @@
 //   the worker keeps the live hours), so rolled-up answers also read a raw tail.
 // - A few answers of the raw path (ExportOptions path 'raw', in-process, no HTTP) are timed
 //   for comparison, and every rolled-up answer is checked against it once.
-import { execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import { Redis } from 'ioredis';
 import pg from 'pg';
 import { start, type Running } from '../internal/app/runtime';
 import { generateSecret, hashSecret } from '../internal/auth/secrets';
@@ -39,31 +33,16 @@ import { createClient } from '../internal/store/accounts';
 import { createPool } from '../internal/store/db';
 import { refreshRollups } from '../internal/store/rollups';
 import { MAIN_PROJECT } from './generate';
+import { cleanupNamespace, fmt, machine, NATS_URL, percentile, queryBenchArgs, request, REDIS_URL, type Creds } from './query-support';
 import { writeSection as writeResultsSection } from './run';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const RESULTS = path.join(ROOT, 'bench/RESULTS.md');
 const SECTION = '## Export queries';
-const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const READ_CLIENTS = 40;
 
-const { values: args } = parseArgs({
-  options: {
-    db: { type: 'string', multiple: true },
-    n: { type: 'string', default: '100' },
-    'min-n': { type: 'string', default: '10' },
-    warmup: { type: 'string', default: '5' },
-    'budget-s': { type: 'string', default: '30' },
-    'timeout-ms': { type: 'string', default: '60000' },
-    'no-write': { type: 'boolean', default: false },
-  },
-});
-const DBS = args.db?.length ? args.db : ['postgres://postgres@127.0.0.1:5432/bench_1m', 'postgres://postgres@127.0.0.1:5432/bench_10m'];
-const N = Number(args.n);
-const MIN_N = Number(args['min-n']);
-const WARMUP = Number(args.warmup);
-const BUDGET_MS = Number(args['budget-s']) * 1000;
+const args = queryBenchArgs({ n: 100, warmup: 5, budgetS: 30 });
+const { dbs: DBS, n: N, minN: MIN_N, warmup: WARMUP, budgetMs: BUDGET_MS } = args;
 
 const enc = (x: unknown) => encodeURIComponent(JSON.stringify(x));
 const chart = (series: unknown, breakdowns?: unknown, extra = '') =>
@@ -120,23 +99,8 @@ interface Sample {
   errors: number;
 }
 
-function percentile(sorted: number[], p: number): number {
-  if (!sorted.length) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
-interface Creds {
-  clientId: string;
-  clientSecret: string;
-}
 
-async function request(url: string, c: Creds): Promise<{ ok: boolean; ms: number; body: any }> {
-  const t = performance.now();
-  const res = await fetch(url, { headers: { 'service-client-id': c.clientId, 'service-client-secret': c.clientSecret } });
-  const text = await res.text();
-  const ms = performance.now() - t;
-  return { ok: res.status === 200, ms, body: res.status === 200 ? JSON.parse(text) : text };
-}
 
 interface DbRun {
   label: string;
@@ -150,7 +114,6 @@ interface DbRun {
   raw: string[];
 }
 
-const fmt = (ms: number) => (Number.isNaN(ms) ? 'n/a' : ms >= 100 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(1)} ms`);
 
 /** Median of `runs` calls of fn (ms) and its last result. */
 async function median<T>(runs: number, fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
@@ -203,7 +166,7 @@ async function prepare(url: string): Promise<{ unlogged: number }> {
 async function rawComparison(url: string, label: string): Promise<string[]> {
   const db = createPool(url, 2);
   const out: string[] = [];
-  const opts = { statementTimeoutMs: Number(args['timeout-ms']) };
+  const opts = { statementTimeoutMs: Number(args.timeoutMs) };
   try {
     for (const q of ['limit=50', 'limit=50&event=screen_view']) {
       const params = parseEventsParams(new URLSearchParams(q));
@@ -272,7 +235,7 @@ async function runOne(url: string): Promise<DbRun> {
   const namespace = `bx-${randomBytes(4).toString('hex')}`;
   const cfg = loadConfig({
     PORT: '0', METRICS_PORT: '0', DATABASE_URL: url, NATS_URL, REDIS_URL, TIDEMARK_NAMESPACE: namespace,
-    LOG_LEVEL: 'silent', TIDEMARK_SHARDS: '4', QUERY_TIMEOUT_MS: args['timeout-ms'],
+    LOG_LEVEL: 'silent', TIDEMARK_SHARDS: '4', QUERY_TIMEOUT_MS: args.timeoutMs,
   });
   const clients: Creds[] = [];
   let app: Running | null = null;
@@ -330,41 +293,7 @@ async function runOne(url: string): Promise<DbRun> {
   return { label, url, events: size!.events, mainEvents: size!.main, meta, unloggedHours: unlogged, results, raw };
 }
 
-async function cleanupNamespace(namespace: string): Promise<void> {
-  try {
-    const nc = await connect({ servers: NATS_URL });
-    const jsm = await jetstreamManager(nc);
-    await jsm.streams.delete(`${namespace}_events`).catch(() => {});
-    await nc.close();
-  } catch {}
-  const redis = new Redis(REDIS_URL);
-  let cursor = '0';
-  do {
-    const [nextCursor, keys] = await redis.scan(cursor, 'MATCH', `${namespace}:*`, 'COUNT', 1000);
-    cursor = nextCursor;
-    if (keys.length) await redis.del(...keys);
-  } while (cursor !== '0');
-  redis.disconnect();
-}
 
-async function machine(url: string): Promise<Record<string, string>> {
-  const cpu = readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/)?.[1] ?? os.cpus()[0]?.model ?? '?';
-  const db = new pg.Client({ connectionString: url });
-  await db.connect();
-  const version = (await db.query<{ v: string }>('SELECT version() AS v')).rows[0]!.v.split(' on ')[0]!;
-  const settings = (await db.query<{ name: string; setting: string; unit: string | null }>(
-    `SELECT name, setting, unit FROM pg_settings WHERE name IN ('shared_buffers', 'work_mem', 'max_parallel_workers_per_gather', 'jit') ORDER BY name`,
-  )).rows.map((r) => {
-    const kb = r.unit === '8kB' ? Number(r.setting) * 8 : r.unit === 'kB' ? Number(r.setting) : null;
-    return `${r.name}=${kb === null ? `${r.setting}${r.unit ?? ''}` : kb >= 1024 ? `${kb / 1024}MB` : `${kb}kB`}`;
-  }).join(', ');
-  await db.end();
-  let nproc = String(os.cpus().length);
-  try {
-    nproc = execSync('nproc').toString().trim();
-  } catch {}
-  return { nproc, cpu, node: process.version, postgres: version, settings, memory: `${Math.round(os.totalmem() / 2 ** 30)} GiB` };
-}
 
 function table(runs: DbRun[]): string {
   const [small, big] = [runs[0]!, runs[runs.length - 1]!];
@@ -401,7 +330,7 @@ async function main(): Promise<void> {
   const m = await machine(DBS[0]!);
   const t = table(runs);
   console.log(`\n${t}\n`);
-  if (args['no-write']) return;
+  if (args.noWrite) return;
   const missed = runs.map((r) => {
     const miss = ENDPOINTS.filter((ep) => ep.aim !== null && !((r.results.get(ep.name)?.p95 ?? NaN) <= ep.aim));
     return `- Aims at ${r.label}: ${ENDPOINTS.filter((ep) => ep.aim !== null).length - miss.length} of ${ENDPOINTS.filter((ep) => ep.aim !== null).length} met; missed: ${miss.map((ep) => ep.name).join('; ') || 'none'}.`;
@@ -411,7 +340,7 @@ async function main(): Promise<void> {
 Sequential requests against Tidemark's API in-process (API role; read client; auth and rate
 limit on every request) after a warm-up, main project (80% of the rows, Europe/Berlin: 30-day
 charts have whole-UTC-hour day buckets, so event counts take the rollups). Up to ${N} requests per
-request line, fewer when they would take more than ${BUDGET_MS / 1000} s (\`n=\`). Statement timeout ${Number(args['timeout-ms']) / 1000} s for the run.
+request line, fewer when they would take more than ${BUDGET_MS / 1000} s (\`n=\`). Statement timeout ${Number(args.timeoutMs) / 1000} s for the run.
 The last two hours of the main project are logged in rollup_invalidations (the live tail, read raw).
 \`reads\`: how the answer is computed (rollup count / rollup: hourly event rollups + raw edge and
 invalidated hours; keyset: the cursor page, totalCount carried in the cursor; raw: events rows).

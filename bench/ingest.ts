@@ -57,20 +57,6 @@ function requestsFor(headers: Record<string, string>) {
   }));
 }
 
-interface Measured {
-  target: string;
-  rps: number;
-  p50: number;
-  p99: number;
-  ok: number;
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-  /** 2xx answers of the 1 s warm-up (their ops are in the stream too). */
-  warmupOk: number;
-  /** CPU microseconds per answered request: the server's process (all its threads), nats-server, redis-server, the load generator (this process). */
-  cpuUs: { server: number; nats: number; redis: number; load: number };
-}
 
 // ---- CPU accounting from /proc (Linux): utime + stime in clock ticks ----
 const TICK_US = 1e6 / Number(execSync('getconf CLK_TCK').toString().trim() || '100');
@@ -111,6 +97,14 @@ interface LoadResult {
   timeouts: number;
   /** CPU ticks of the load generator during the run (wrk is a child process; autocannon runs in this one). */
   loadTicks: number | null;
+}
+
+interface Measured extends Omit<LoadResult, 'loadTicks'> {
+  target: string;
+  /** 2xx answers of the 1 s warm-up (their ops are in the stream too). */
+  warmupOk: number;
+  /** CPU microseconds per answered request: the server's process (all its threads), nats-server, redis-server, the load generator. */
+  cpuUs: { server: number; nats: number; redis: number; load: number };
 }
 
 const esc = (v: string) => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"');

@@ -16,48 +16,28 @@
 // - The last two hours of the data are logged in rollup_invalidations for the main project
 //   (as the worker keeps the live hours), so rolled-up queries also read a raw tail.
 // - /live: profiles are made live through the real ingest path (POST /track, write client).
-import { execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { start, type Running } from '../internal/app/runtime';
 import { generateSecret, hashSecret } from '../internal/auth/secrets';
-import { exactVisitorsMaxFrom, loadConfig } from '../internal/config/config';
+import { loadConfig } from '../internal/config/config';
 import { createClient } from '../internal/store/accounts';
 import { MAIN_PROJECT } from './generate';
+import { cleanupNamespace, fmt, machine, NATS_URL, percentile, queryBenchArgs, request, REDIS_URL, type Creds } from './query-support';
 import { writeSection as writeResultsSection } from './run';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const RESULTS = path.join(ROOT, 'bench/RESULTS.md');
 const SECTION = '## Insights queries';
-const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const READ_CLIENTS = 60;
 const LIVE_PROFILES = 300;
 
-const { values: args } = parseArgs({
-  options: {
-    db: { type: 'string', multiple: true },
-    n: { type: 'string', default: '200' },
-    'min-n': { type: 'string', default: '10' },
-    warmup: { type: 'string', default: '20' },
-    'budget-s': { type: 'string', default: '40' },
-    'timeout-ms': { type: 'string', default: '60000' },
-    'no-write': { type: 'boolean', default: false },
-  },
-});
-const DBS = args.db?.length ? args.db : ['postgres://postgres@127.0.0.1:5432/bench_1m', 'postgres://postgres@127.0.0.1:5432/bench_10m'];
-const N = Number(args.n);
-const MIN_N = Number(args['min-n']);
-const WARMUP = Number(args.warmup);
-const BUDGET_MS = Number(args['budget-s']) * 1000;
+const args = queryBenchArgs({ n: 200, warmup: 20, budgetS: 40 });
+const { dbs: DBS, n: N, minN: MIN_N, warmup: WARMUP, budgetMs: BUDGET_MS } = args;
 
 interface Endpoint {
   name: string;
@@ -97,22 +77,8 @@ interface Sample {
   errors: number;
 }
 
-function percentile(sorted: number[], p: number): number {
-  if (!sorted.length) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
-interface Creds {
-  clientId: string;
-  clientSecret: string;
-}
 
-async function request(url: string, c: Creds): Promise<{ ok: boolean; ms: number }> {
-  const t = performance.now();
-  const res = await fetch(url, { headers: { 'service-client-id': c.clientId, 'service-client-secret': c.clientSecret } });
-  await res.arrayBuffer();
-  return { ok: res.status === 200, ms: performance.now() - t };
-}
 
 interface DbRun {
   label: string;
@@ -144,7 +110,7 @@ async function runOne(url: string): Promise<DbRun> {
   const namespace = `bq-${randomBytes(4).toString('hex')}`;
   const cfg = loadConfig({
     PORT: '0', METRICS_PORT: '0', DATABASE_URL: url, NATS_URL, REDIS_URL, TIDEMARK_NAMESPACE: namespace,
-    LOG_LEVEL: 'silent', TIDEMARK_SHARDS: '4', QUERY_TIMEOUT_MS: args['timeout-ms'],
+    LOG_LEVEL: 'silent', TIDEMARK_SHARDS: '4', QUERY_TIMEOUT_MS: args.timeoutMs,
   });
   const clients: Creds[] = [];
   let app: Running | null = null;
@@ -202,52 +168,8 @@ async function runOne(url: string): Promise<DbRun> {
   return { label, url, events: size!.events, sessions: size!.sessions, meta, results };
 }
 
-async function cleanupNamespace(namespace: string): Promise<void> {
-  try {
-    const nc = await connect({ servers: NATS_URL });
-    const jsm = await jetstreamManager(nc);
-    await jsm.streams.delete(`${namespace}_events`).catch(() => {});
-    await nc.close();
-  } catch {}
-  const redis = new Redis(REDIS_URL);
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${namespace}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length) await redis.del(...keys);
-  } while (cursor !== '0');
-  redis.disconnect();
-}
 
-const fmt = (ms: number) => (Number.isNaN(ms) ? 'n/a' : ms >= 100 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(1)} ms`);
 
-async function machine(url: string): Promise<Record<string, string>> {
-  const cpu = readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/)?.[1] ?? os.cpus()[0]?.model ?? '?';
-  const db = new pg.Client({ connectionString: url });
-  await db.connect();
-  const version = (await db.query<{ v: string }>('SELECT version() AS v')).rows[0]!.v.split(' on ')[0]!;
-  const settings = (await db.query<{ name: string; setting: string; unit: string | null }>(
-    `SELECT name, setting, unit FROM pg_settings WHERE name IN ('shared_buffers', 'work_mem', 'max_parallel_workers_per_gather', 'jit', 'random_page_cost') ORDER BY name`,
-  )).rows.map((r) => {
-    const kb = r.unit === '8kB' ? Number(r.setting) * 8 : r.unit === 'kB' ? Number(r.setting) : null;
-    return `${r.name}=${kb === null ? `${r.setting}${r.unit ?? ''}` : kb >= 1024 ? `${kb / 1024}MB` : `${kb}kB`}`;
-  }).join(', ');
-  const hll = (await db.query<{ v: string | null }>(
-    `SELECT (SELECT extversion FROM pg_extension WHERE extname = 'hll') AS v`,
-  )).rows[0]?.v;
-  await db.end();
-  let nproc = String(os.cpus().length);
-  try {
-    nproc = execSync('nproc').toString().trim();
-  } catch {}
-  return {
-    nproc, cpu, node: process.version, postgres: version, settings,
-    visitors: hll
-      ? `hll ${hll} installed: unique_visitors exact up to ${exactVisitorsMaxFrom(process.env).toLocaleString('en')} sessions per period (TIDEMARK_EXACT_VISITORS_MAX), HyperLogLog sketches above`
-      : 'no hll extension: unique_visitors always exact',
-    memory: `${Math.round(os.totalmem() / 2 ** 30)} GiB`,
-  };
-}
 
 function table(runs: DbRun[]): string {
   const [small, big] = [runs[0]!, runs[runs.length - 1]!];
@@ -310,7 +232,7 @@ async function main(): Promise<void> {
   const m = await machine(DBS[0]!);
   const t = table(runs);
   console.log(`\n${t}\n`);
-  if (args['no-write']) return;
+  if (args.noWrite) return;
   const dataset = runs.map((r) => `${r.label}: ${r.events.toLocaleString('en')} events, ${r.sessions.toLocaleString('en')} sessions (\`${new URL(r.url).pathname.slice(1)}\`)`).join('; ');
   const commands = [
     ...runs.map((r) => r.meta.command ?? `npx tsx bench/generate.ts --events ${r.events} --db ${r.url}`),
@@ -327,7 +249,7 @@ limit on every request), after a warm-up; the main project (80% of the rows, Eur
 unfiltered metrics, pages and breakdowns take the rollup path with the last two hours as raw
 tail).
 ${N} requests per endpoint (2000 for \`/live\`); p95 for the insights endpoints, p99 for
-\`/live\`; \`(n=..)\`: fewer samples because of the ${BUDGET_MS / 1000} s time budget per endpoint. Statement timeout raised to ${Number(args['timeout-ms']) / 1000} s for the run
+\`/live\`; \`(n=..)\`: fewer samples because of the ${BUDGET_MS / 1000} s time budget per endpoint. Statement timeout raised to ${Number(args.timeoutMs) / 1000} s for the run
 (with the default 5 s, answers slower than that are 503s).
 
 - Date: ${started.toISOString()}; machine: ${m.nproc} vCPU (${m.cpu}), ${m.memory}, Node ${m.node}, ${m.postgres}
