@@ -16,7 +16,7 @@ import { SqlParams, splitFilters } from '../query/filters';
 import { parsePageParams, parsePeriodParams, type Filter, type PageParams } from '../query/params';
 import { resolvePeriod } from '../query/period';
 import { refreshRollups } from '../store/rollups';
-import { HLL_ERROR_BOUND, planFor, rollupDimensionFor, rollupMetricsSql, type PlanTarget } from './rollups';
+import { CUBE_DIMENSIONS, cubeFor, HLL_ERROR_BOUND, planFor, rollupDimensionFor, rollupMetricsSql, type PlanTarget } from './rollups';
 import { getBreakdown, getMetrics, type InsightsOptions } from './service';
 
 const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
@@ -122,14 +122,15 @@ before(async () => {
   await exec('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [MANY.id, MANY.timezone]);
   await generate(MANY.id, 0.77, MANY.from, MANY.to, MANY.sessions, MANY.profiles);
   // As the worker does: every hour with sessions logged; only those before REFRESHED_BEFORE
-  // rolled up; then every 5th rolled-up hour logged again (changed, not yet refreshed), some
-  // by several writer shards.
+  // rolled up; then every 5th rolled-up hour of the odd UTC days logged again (changed, not yet
+  // refreshed), some by several writer shards: the even days stay whole for the cube's daily rows.
   await exec(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions`);
   while ((await refreshRollups(pool, false, { before: REFRESHED_BEFORE, limit: 500 })).buckets > 0);
   await exec(
     `INSERT INTO rollup_invalidations (project_id, bucket, shard)
      SELECT project_id, bucket, k FROM rollup_sessions_hourly CROSS JOIN generate_series(0, 2) k
      WHERE (extract(epoch FROM bucket)::bigint / 3600) % 5 = 0 AND k <= (extract(epoch FROM bucket)::bigint / 3600) % 3
+       AND extract(day FROM bucket AT TIME ZONE 'UTC')::int % 2 = 1
      ON CONFLICT DO NOTHING`,
   );
   await exec('ANALYZE');
@@ -187,7 +188,11 @@ const FILTER_CASES: Array<[string, Filter[]]> = [
   ['device is mobile', [f('device', 'is', 'mobile')]],
 ];
 
-/** Breakdowns that read the rollup under these filters, plus one that stays raw. */
+/**
+ * Breakdowns that read a dimension rollup under these filters, two that read the session cube
+ * when every filter names a cube dimension, and one that stays raw (city or model: not in the
+ * cube, not filtered on its own dimension).
+ */
 function breakdownsFor(filters: Filter[]): SessionDimension[] {
   const names = new Set(filters.map((x) => x.name as SessionDimension));
   const dims = new Set<SessionDimension>(names);
@@ -195,8 +200,12 @@ function breakdownsFor(filters: Filter[]): SessionDimension[] {
   if (names.has('browser')) dims.add('browser_version');
   if (names.has('os')) dims.add('os_version');
   dims.add(names.has('device') ? 'referrer_name' : 'device');
+  dims.add(names.has('referrer_type') ? 'browser' : 'referrer_type');
+  dims.add(names.has('country') ? 'model' : 'city');
   return [...dims];
 }
+
+const inCube = (name: string) => (CUBE_DIMENSIONS as readonly string[]).includes(name);
 
 /** Metrics (exact and from sketches) and the breakdowns, auto vs raw; returns the plans. */
 async function sameBothWays(projectId: string, q: Q, now = NOW): Promise<{ metrics: string; breakdowns: Record<string, string>; sessions: number }> {
@@ -242,7 +251,6 @@ describe('rollupDimensionFor / planFor with filters', () => {
     [[f('browser', 'is', 'Chrome')], 'browser_version', 'browser_version'],
     [[f('os', 'is', 'iOS')], 'os_version', 'os_version'],
     [[f('city', 'is', 'Paris')], 'country', null],
-    [[f('device', 'is', 'mobile')], 'referrer_name', null],
     [[f('country', 'is', 'DE')], 'pages', null],
     [[], 'metrics', null],
   ];
@@ -250,6 +258,31 @@ describe('rollupDimensionFor / planFor with filters', () => {
     it(`${target} filtered on ${filters.map((x) => x.name).join(' + ') || 'nothing'}: ${expected ?? 'raw'}`, () => {
       assert.equal(rollupDimensionFor(filters, target), expected);
       if (filters.length) assert.equal(planFor(period, filters, 'auto', target), expected ? 'rollup' : 'raw');
+      assert.equal(planFor(period, filters, 'raw', target), 'raw');
+    });
+  }
+
+  // Breakdowns of a cube dimension filtered on other cube dimensions read the session cube.
+  const cubeCases: Array<[Filter[], PlanTarget, boolean]> = [
+    [[f('device', 'is', 'mobile')], 'referrer_name', true],
+    [[f('country', 'is', 'DE'), f('device', 'isNot', 'mobile')], 'browser', true],
+    [[f('utm_source', 'is', 'google'), f('utm_medium', 'is', 'cpc')], 'country', true],
+    [[f('brand', 'is', 'Apple')], 'os', true],
+    [[f('referrer_type', 'is', 'search')], 'referrer_type', false], // its own rollup
+    [[f('country', 'is', 'DE')], 'device', true],
+    [[f('city', 'is', 'Paris')], 'country', false], // city is not in the cube
+    [[f('device', 'is', 'mobile')], 'city', false], // nor is the breakdown
+    [[f('device', 'is', 'mobile'), f('path', 'is', '/')], 'browser', false], // an event column
+    [[f('device', 'is', 'mobile'), f('properties.plan', 'is', 'pro')], 'browser', false],
+    [[f('device', 'is', 'mobile')], 'metrics', false], // visitors are not additive
+    [[f('device', 'is', 'mobile')], 'pages', false],
+    [[], 'device', false],
+  ];
+  for (const [filters, target, expected] of cubeCases) {
+    it(`${target} filtered on ${filters.map((x) => x.name).join(' + ') || 'nothing'}: ${expected ? 'session cube' : 'not the cube'}`, () => {
+      assert.equal(cubeFor(filters, target), expected);
+      if (expected) assert.equal(planFor(period, filters, 'auto', target), 'rollup');
+      if (filters.length && !expected && rollupDimensionFor(filters, target) === null) assert.equal(planFor(period, filters, 'auto', target), 'raw');
       assert.equal(planFor(period, filters, 'raw', target), 'raw');
     });
   }
@@ -289,7 +322,8 @@ describe('filtered rollup path = raw path (PostgreSQL)', () => {
         assert.equal(r.metrics, expected, 'metrics plan');
         for (const [dim, plan] of Object.entries(r.breakdowns)) {
           const own = filters.every((x) => x.name === dim || x.name === { region: 'country', city: 'country', browser_version: 'browser', os_version: 'os' }[dim]);
-          assert.equal(plan, own ? expected : 'raw', `${dim} plan`);
+          const cube = inCube(dim) && filters.every((x) => inCube(x.name));
+          assert.equal(plan, own || cube ? expected : 'raw', `${dim} plan`);
         }
         if (!label.includes('keeps none')) assert.ok(r.sessions > 0, 'the filter keeps sessions');
         else assert.equal(r.sessions, 0);
@@ -475,6 +509,99 @@ describe('unique visitors of filtered metrics: exact up to the threshold, value 
 });
 
 // ---------------------------------------------------------------------------------------
+
+describe('the session cube (sql/012): breakdowns filtered on another dimension', () => {
+  const day = (d: string, filters: Filter[], limit = 50) => parsePageParams(query({ startDate: d, endDate: d, filters, limit }));
+  const mobile = [f('device', 'is', 'mobile')];
+
+  it('has daily rows for whole local days (a 25-hour DST day among them) and none for Kolkata', async () => {
+    const { rows } = await exec(
+      `SELECT (SELECT hours FROM rollup_session_cube_days WHERE project_id = 'f_ber' AND bucket = '2026-10-24T22:00:00Z') AS ber_dst,
+              (SELECT hours FROM rollup_session_cube_days WHERE project_id = 'f_ny' AND bucket = '2026-10-25T04:00:00Z') AS ny,
+              (SELECT count(*) FROM rollup_session_cube_days WHERE project_id = 'f_kol')::int AS kolkata,
+              (SELECT count(*) FROM rollup_session_cube_days WHERE project_id = 'f_utc' AND bucket = '2026-10-20T00:00:00Z')::int AS utc_even,
+              (SELECT count(*) FROM rollup_session_cube_daily WHERE project_id = 'f_utc')::int AS daily_rows`,
+    );
+    assert.deepEqual(rows[0], { ber_dst: 25, ny: 24, kolkata: 0, utc_even: 1, daily_rows: rows[0].daily_rows });
+    assert.ok(rows[0].daily_rows > 100);
+  });
+
+  it('reads the daily rows of a whole day and the hourly rows of the others (a stale row shows)', async () => {
+    // A row the service never wrote, for an hour (or day) it reads: it shows in the answer.
+    const fake = (table: string, bucket: string) =>
+      `INSERT INTO ${table} (project_id, bucket, referrer_name, referrer_type, utm_source, utm_medium, country, device, browser, os, brand,
+         sessions, bounces, timed_sessions, duration_ms)
+       VALUES ('f_utc', '${bucket}', 'Stale', '', '', '', '', 'mobile', '', '', '', 1000, 0, 0, 0)`;
+    // 10-20 is whole (no logged hour); 10-21 has a logged hour, so it reads hourly rows and raw
+    // sessions. (Earlier tests refreshed every logged hour: log one hour of 10-21 again, as a worker would.)
+    await exec(`INSERT INTO rollup_invalidations (project_id, bucket) VALUES ('f_utc', '2026-10-21T05:00Z') ON CONFLICT DO NOTHING`);
+    const cases = [
+      ['2026-10-20', 'rollup_session_cube_daily', '2026-10-20T00:00Z', true],
+      ['2026-10-20', 'rollup_session_cube_hourly', '2026-10-20T07:00Z', false], // the day's rows are read, not its hours'
+      ['2026-10-21', 'rollup_session_cube_hourly', '2026-10-21T07:00Z', true],
+      ['2026-10-21', 'rollup_session_cube_hourly', '2026-10-21T05:00Z', false], // a logged hour reads raw sessions
+      ['2026-10-21', 'rollup_session_cube_daily', '2026-10-21T00:00Z', false], // a day with a logged hour is not read
+    ] as const;
+    for (const [d, table, bucket, shows] of cases) {
+      const page = day(d, mobile);
+      const raw = await getBreakdown(pool, 'f_utc', 'referrer_name', page, NOW, RAW);
+      assert.deepEqual(await getBreakdown(pool, 'f_utc', 'referrer_name', page, NOW, AUTO), raw, d);
+      await exec(fake(table, bucket));
+      try {
+        const auto = await getBreakdown(pool, 'f_utc', 'referrer_name', page, NOW, AUTO);
+        assert.equal(auto.find((r) => r.name === 'Stale')?.sessions, shows ? 1000 : undefined, `${table} ${bucket}`);
+      } finally {
+        await exec(`DELETE FROM ${table} WHERE project_id = 'f_utc' AND referrer_name = 'Stale'`);
+      }
+    }
+  });
+
+  it('a change in a whole day, logged as the worker does, shows at once; the refresh rebuilds the day', async () => {
+    const page = day('2026-10-22', [f('country', 'is', 'DE'), f('device', 'isNot', 'desktop')]);
+    const ask = async () => {
+      const raw = await getBreakdown(pool, 'f_utc', 'browser', page, NOW, RAW);
+      assert.deepEqual(await getBreakdown(pool, 'f_utc', 'browser', page, NOW, AUTO), raw);
+      return raw;
+    };
+    const days = async () => (await exec(`SELECT count(*)::int AS n FROM rollup_session_cube_days WHERE project_id = 'f_utc' AND bucket = '2026-10-22T00:00Z'`)).rows[0].n;
+    assert.equal(await days(), 1);
+    const before = await ask();
+    const { rows } = await exec(
+      `SELECT id, started_at, country, device, browser FROM sessions WHERE project_id = 'f_utc' AND NOT is_bot AND country = 'US'
+         AND started_at >= '2026-10-22T00:00Z' AND started_at < '2026-10-23T00:00Z' ORDER BY started_at LIMIT 1`,
+    );
+    const target = rows[0] as { id: string; started_at: Date; country: string; device: string; browser: string };
+    const hour = new Date(Math.floor(target.started_at.getTime() / HOUR) * HOUR).toISOString();
+    const change = async (country: string, device: string, browser: string) => {
+      const c = await pool.connect();
+      try {
+        await c.query('BEGIN');
+        await c.query('UPDATE sessions SET country = $2, device = $3, browser = $4 WHERE id = $1', [target.id, country, device, browser]);
+        await c.query(
+          `INSERT INTO rollup_invalidations (project_id, bucket) VALUES ('f_utc', $1)
+           ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
+          [hour],
+        );
+        await c.query('COMMIT');
+      } finally {
+        c.release();
+      }
+    };
+    await change('DE', 'tablet', 'Cube Browser');
+    try {
+      const changed = await ask();
+      assert.equal(changed.find((r) => r.name === 'Cube Browser')?.sessions, 1);
+      assert.equal(changed.reduce((n, r) => n + r.sessions, 0), before.reduce((n, r) => n + r.sessions, 0) + 1);
+      while ((await refreshRollups(pool, false, { before: REFRESHED_BEFORE })).buckets > 0);
+      assert.equal(await days(), 1, 'the refresh of the day\'s last logged hour rebuilt it');
+      assert.deepEqual(await ask(), changed);
+    } finally {
+      await change(target.country, target.device, target.browser);
+      while ((await refreshRollups(pool, false, { before: REFRESHED_BEFORE })).buckets > 0);
+    }
+    assert.deepEqual(await ask(), before);
+  });
+});
 
 describe('sql/010 on an upgraded database, and without hll', () => {
   const UP = `tidemark_test_frollups_up_${randomBytes(6).toString('hex')}`;

@@ -78,10 +78,33 @@ export function rollupDimensionFor(filters: readonly Filter[], target: PlanTarge
 }
 
 /**
+ * The low-cardinality session dimensions kept together, per combination, in the session cube
+ * (sql/012_rollup_session_cube.sql): a breakdown of one of them filtered on others reads it.
+ */
+export const CUBE_DIMENSIONS = [
+  'referrer_name', 'referrer_type', 'utm_source', 'utm_medium', 'country', 'device', 'browser', 'os', 'brand',
+] as const satisfies readonly SessionDimension[];
+
+const CUBE: ReadonlySet<string> = new Set(CUBE_DIMENSIONS);
+
+/**
+ * Whether a breakdown of `target` under `filters` reads the session cube: the target and every
+ * filtered name are cube dimensions, and no single dimension rollup can apply the filters
+ * (rollupDimensionFor: those are narrower). Metrics never do (unique visitors are not
+ * additive; the cube keeps only additive sums), nor do pages.
+ */
+export function cubeFor(filters: readonly Filter[], target: PlanTarget): boolean {
+  if (filters.length === 0 || target === 'metrics' || target === 'pages') return false;
+  if (rollupDimensionFor(filters, target) !== null) return false;
+  return CUBE.has(target) && filters.every((f) => CUBE.has(f.name));
+}
+
+/**
  * The single decision between the rollups and the raw tables for metrics, pages and
  * breakdowns: rollups when not forced raw, when the period's start and end and every bucket
  * start are whole UTC hours, and when there are no filters or rollupDimensionFor() finds a
- * dimension rollup that can apply them (the target defaults to metrics).
+ * dimension rollup that can apply them, or the breakdown reads the session cube (cubeFor; the
+ * target defaults to metrics).
  */
 export function planFor(
   period: Pick<Period, 'start' | 'end' | 'buckets'>,
@@ -90,7 +113,7 @@ export function planFor(
   target: PlanTarget = 'metrics',
 ): ReadPlan {
   if (path === 'raw') return 'raw';
-  if (filters.length > 0 && rollupDimensionFor(filters, target) === null) return 'raw';
+  if (filters.length > 0 && rollupDimensionFor(filters, target) === null && !cubeFor(filters, target)) return 'raw';
   if (!wholeUtcHour(period.start) || !wholeUtcHour(period.end)) return 'raw';
   if (!period.buckets.every(wholeUtcHour)) return 'raw';
   return 'rollup';
@@ -509,5 +532,57 @@ export function rollupBreakdownSql(
       FROM parts
       GROUP BY ${keys}
       ORDER BY sum(parts.sessions) DESC, ${order}
+      LIMIT ${params.add(limit)} OFFSET ${params.add(offset)}`;
+}
+
+/**
+ * A breakdown of a cube dimension filtered on other cube dimensions (cubeFor), over the session
+ * cube (sql/012_rollup_session_cube.sql): columns name, sessions, bounces, timed_sessions,
+ * duration_ms; sorted and paged as the raw query. The period's local days that are complete in
+ * rollup_session_cube_days and have no logged hour read their daily rows; its other hours not
+ * in the log read their hourly rows; the log's hours read raw sessions. The filters apply to
+ * all three alike (the cube's columns carry the dimensions' names).
+ */
+export function cubeBreakdownSql(
+  scope: RollupScope,
+  dimension: (typeof CUBE_DIMENSIONS)[number],
+  params: SqlParams,
+  limit: number,
+  offset: number,
+  filters: readonly IndexedFilter[],
+): string {
+  const b = bind(scope, params);
+  const measures = 'r.sessions, r.bounces, r.timed_sessions, r.duration_ms';
+  // Identifiers: the dimension comes from CUBE_DIMENSIONS only.
+  return `
+      WITH ${invalidatedCte(b)},
+      days AS MATERIALIZED (
+        SELECT d.bucket AS lo, d.bucket + d.hours * interval '1 hour' AS hi
+        FROM rollup_session_cube_days d
+        WHERE d.project_id = ${b.project} AND d.bucket >= ${b.start}
+          AND d.bucket + d.hours * interval '1 hour' <= ${b.end}
+          AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= d.bucket AND inv.bucket < d.bucket + d.hours * interval '1 hour')
+      ),
+      parts AS (
+        SELECT r.${dimension} AS name, ${measures}
+        FROM rollup_session_cube_daily r
+        WHERE r.project_id = ${b.project} AND r.bucket = ANY ((SELECT array_agg(days.lo) FROM days)::timestamptz[])
+          AND ${compileAll(filters, 'r', params)}
+        UNION ALL
+        SELECT r.${dimension}, ${measures}
+        FROM ${rolledUp('rollup_session_cube_hourly', b)}
+          AND NOT EXISTS (SELECT 1 FROM days WHERE r.bucket >= days.lo AND r.bucket < days.hi)
+          AND ${compileAll(filters, 'r', params)}
+        UNION ALL
+        SELECT s.${dimension}, ${RAW_MEASURES}
+        FROM ${tailSessions(b)}
+        WHERE ${compileAll(filters, 's', params)}
+        GROUP BY s.${dimension}
+      )
+      SELECT parts.name, sum(parts.sessions) AS sessions, sum(parts.bounces) AS bounces,
+             sum(parts.timed_sessions) AS timed_sessions, sum(parts.duration_ms) AS duration_ms
+      FROM parts
+      GROUP BY parts.name
+      ORDER BY sum(parts.sessions) DESC, parts.name COLLATE "C"
       LIMIT ${params.add(limit)} OFFSET ${params.add(offset)}`;
 }

@@ -10,7 +10,9 @@
 // - Unfiltered metrics, pages and breakdowns over whole UTC hours read the hourly rollups plus
 //   the raw sessions (and views) of the hours not yet rolled up (rollups.ts, planFor); so do
 //   metrics filtered on one session dimension (and its parent) and breakdowns filtered on
-//   their own dimension or its parent, from that dimension's rollup. The answer is the same
+//   their own dimension or its parent, from that dimension's rollup; and breakdowns of a
+//   low-cardinality dimension filtered on others of them (device, country, referrer_name, ...:
+//   CUBE_DIMENSIONS), from the session cube. The answer is the same
 //   as the raw path's, which stays for everything else and can be forced (path: 'raw').
 // - unique_visitors on that path is exact up to `exactVisitorsMax` sessions in the period
 //   (TIDEMARK_EXACT_VISITORS_MAX; all its sessions, filtered or not) and, above it, a
@@ -36,6 +38,9 @@ import { exactVisitorsMaxFrom } from '../config/config';
 import {
   planFor,
   rollupBreakdownSql,
+  cubeBreakdownSql,
+  cubeFor,
+  CUBE_DIMENSIONS,
   rollupDimensionFor,
   rollupMetricsSql,
   rollupPagesSql,
@@ -120,6 +125,8 @@ interface QueryContext {
   plan: ReadPlan;
   /** On the rollup path with filters: the dimension rollup that applies them. */
   rollupFilter?: RollupFilter;
+  /** On the rollup path: a breakdown filtered on other cube dimensions reads the session cube (cubeFor). */
+  cube: boolean;
   /** rollup_visitors_hourly exists (hll extension installed): metrics may use sketches. */
   sketches: boolean;
   /** rollup_visitor_values_hourly exists (sql/010): filtered metrics may use sketches. */
@@ -351,9 +358,11 @@ export async function getBreakdown(
   const parent = DIMENSION_PREFIX[dimension];
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
     const p = new SqlParams();
-    const sql = ctx.plan === 'rollup'
-      ? rollupBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.rollupFilter?.filters)
-      : rawBreakdownSql(ctx, dimension, p);
+    const sql = ctx.plan !== 'rollup'
+      ? rawBreakdownSql(ctx, dimension, p)
+      : ctx.cube && isCubeDimension(dimension)
+        ? cubeBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.filters.session)
+        : rollupBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.rollupFilter?.filters);
     const { rows } = await ctx.db.query<BreakdownSqlRow>(sql, p.values);
     return rows.map((row): BreakdownRow => {
       const sessions = toNumber(row.sessions);
@@ -367,6 +376,8 @@ export async function getBreakdown(
     });
   }, pageOf(params), dimension);
 }
+
+const isCubeDimension = (d: string): d is (typeof CUBE_DIMENSIONS)[number] => (CUBE_DIMENSIONS as readonly string[]).includes(d);
 
 /** A breakdown from the raw sessions (filters other than on the dimension and its parent; path 'raw'). */
 function rawBreakdownSql(ctx: QueryContext & Page, dimension: BreakdownDimension, p: SqlParams): string {
@@ -448,8 +459,9 @@ async function runInsightsQuery<T>(
     const filters = splitFilters(params.filters);
     const dimension = plan === 'rollup' ? rollupDimensionFor(params.filters, target) : null;
     const rollupFilter = dimension ? { dimension, filters: filters.session } : undefined;
+    const cube = plan === 'rollup' && cubeFor(params.filters, target);
     try {
-      return await query({ db, projectId, period, filters, plan, rollupFilter, sketches, valueSketches, ...page });
+      return await query({ db, projectId, period, filters, plan, rollupFilter, cube, sketches, valueSketches, ...page });
     } catch (err) {
       if (pgErrorCode(err) === PG_INVALID_REGULAR_EXPRESSION) {
         throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);
