@@ -563,6 +563,12 @@ export function cubeBreakdownSql(
           AND d.bucket + d.hours * interval '1 hour' <= ${b.end}
           AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= d.bucket AND inv.bucket < d.bucket + d.hours * interval '1 hour')
       ),
+      -- the period's other hours that are not logged: their hourly rows
+      hours AS MATERIALIZED (
+        SELECT g.h FROM generate_series(${b.start}, ${b.end} - interval '1 hour', interval '1 hour') AS g(h)
+        WHERE g.h NOT IN (SELECT inv.bucket FROM inv)
+          AND NOT EXISTS (SELECT 1 FROM days WHERE g.h >= days.lo AND g.h < days.hi)
+      ),
       parts AS (
         SELECT r.${dimension} AS name, ${measures}
         FROM rollup_session_cube_daily r
@@ -570,9 +576,15 @@ export function cubeBreakdownSql(
           AND ${compileAll(filters, 'r', params)}
         UNION ALL
         SELECT r.${dimension}, ${measures}
-        FROM ${rolledUp('rollup_session_cube_hourly', b)}
-          AND NOT EXISTS (SELECT 1 FROM days WHERE r.bucket >= days.lo AND r.bucket < days.hi)
-          AND ${compileAll(filters, 'r', params)}
+        FROM hours
+        -- LATERAL (kept by OFFSET 0): an index probe per hour; joined flat, the planner scanned
+        -- every hourly row and tested each against the days (0.6 s at 10M events)
+        CROSS JOIN LATERAL (
+          SELECT * FROM rollup_session_cube_hourly x
+          WHERE x.project_id = ${b.project} AND x.bucket = hours.h
+          OFFSET 0
+        ) r
+        WHERE ${compileAll(filters, 'r', params)}
         UNION ALL
         SELECT s.${dimension}, ${RAW_MEASURES}
         FROM ${tailSessions(b)}
