@@ -1,8 +1,45 @@
-// Step putBot: flags (never drops) user-agents on isbot's maintained crawler list.
-import { isbotMatch } from 'isbot';
+// Step putBot: flags (never drops) user-agents of crawlers, by isbot's maintained list
+// without its patterns for HTTP libraries, browser automation and "generic" user-agents.
+import { list as ISBOT_PATTERNS } from 'isbot';
 import { LRUCache } from 'lru-cache';
 import type { BotReason } from '../model/event';
 import { keep, type Step } from './step';
+
+/**
+ * isbot patterns we leave out. isbot flags every non-browser client; Tidemark counts what
+ * OpenPanel counts: events from server-side SDKs and scripts (HTTP libraries: Java, node-fetch,
+ * k6, Faraday, Postman, ...) and from browsers driven by test or automation tools (headless
+ * Chrome, Playwright, Cypress, Selenium, PhantomJS), which is how a web SDK integration is
+ * tested. The generic patterns (any short "Name 1.0" or "Mozilla/5.0 (compatible; X/1.0)"
+ * user-agent, any "http", ".com" or "node" in it) flag made-up client names. Crawlers still
+ * announce themselves (bot, crawler, spider, Googlebot, facebookexternalhit, GPTBot, ...).
+ * Each entry must be in isbot's list (bot.test.ts checks), so an upgrade that renames one shows.
+ */
+export const NOT_BOT_PATTERNS: readonly string[] = [
+  '(?<!lib)http',
+  '\\.com\\b',
+  'node\\b',
+  'java(?!;)',
+  '\\bperl\\b',
+  '^php',
+  '^python',
+  '^postman',
+  '^wget',
+  'url',
+  '^client/',
+  '^mozilla/\\d\\.\\d\\s\\((?:compatible;)?(?:\\s?[\\w\\d-.]+[\\s/]\\d+\\.\\d+)?\\)$',
+  '^[\\w \\.\\-\\(?:\\):%]+(?:/v?\\d+(?:\\.\\d+)?(?:\\.\\d{1,10})*?)?(?:,|$)',
+  '^\\w+/\\d\\.\\d\\s\\([\\w@]+\\)$',
+  'headless',
+  'phantomjs',
+  'playwright',
+  'selenium',
+  'cypress/',
+];
+
+const EXCLUDED = new Set(NOT_BOT_PATTERNS);
+/** isbot's patterns that we keep, as one case-insensitive expression (as isbot builds its own). */
+const CRAWLER_RE = new RegExp(ISBOT_PATTERNS.filter((p) => !EXCLUDED.has(p)).join('|'), 'i');
 
 export interface BotVerdict {
   isBot: boolean;
@@ -20,8 +57,8 @@ export function detectBot(userAgent: string | null | undefined): BotVerdict {
   // library behind a server-side SDK or a script, recorded as device 'server' and counted like
   // OpenPanel counts server events. Crawlers announce themselves in a browser-like UA.
   if (!/\s/.test(userAgent.trim())) return HUMAN;
-  const match = isbotMatch(userAgent);
-  return match === null ? HUMAN : { isBot: true, botReason: botName(userAgent, match) };
+  const match = CRAWLER_RE.exec(userAgent)?.[0];
+  return match === undefined ? HUMAN : { isBot: true, botReason: botName(userAgent, match) };
 }
 
 // isbot matches fragments ("bot" in "bingbot/2.0", "Google" in "Googlebot/2.1"): widen to
