@@ -7,7 +7,7 @@ import { SESSION_DIMENSIONS } from '../model/event';
 
 /** Every allowed `range` (semantics.md, Dates). */
 export const RANGES = [
-  '30min', 'lastHour', 'last24h', 'today', 'yesterday', '7d', '30d',
+  '30min', 'lastHour', 'last24h', 'today', 'yesterday', '7d', '30d', '90d',
   '3m', '6m', '12m', 'monthToDate', 'lastMonth', 'yearToDate', 'lastYear',
 ] as const;
 export type Range = (typeof RANGES)[number];

@@ -5,7 +5,8 @@
 // - Every period is [start, end): start inclusive, end exclusive.
 // - `30min`, `lastHour`, `last24h`: [now - 30 min | 1 h | 24 h, now], now included.
 // - `today` = [start of today, start of tomorrow); `yesterday` the whole day before.
-// - `7d`, `30d` = [start of day (today - N + 1), start of tomorrow).
+// - `7d`, `30d`, `90d` = [start of day (today - N + 1), start of tomorrow). semantics.md's
+//   list leaves `90d` out, but interface.md names it among the range values, so it is one.
 // - `3m`, `6m`, `12m` = [start of month (this - N + 1), start of next month).
 // - `monthToDate`, `yearToDate` = [start of this month | year, start of tomorrow).
 // - `lastMonth`, `lastYear`: the whole previous calendar month / year.
@@ -198,6 +199,7 @@ function periodShape(input: PeriodInput, today: LocalDate): DayPeriod | SlidingP
     case 'yesterday': return days(addDays(today, -1), today);
     case '7d': return days(addDays(today, -6), tomorrow);
     case '30d': return days(addDays(today, -29), tomorrow);
+    case '90d': return days(addDays(today, -89), tomorrow);
     case '3m': return days(addMonths(thisMonth, -2), addMonths(thisMonth, 1));
     case '6m': return days(addMonths(thisMonth, -5), addMonths(thisMonth, 1));
     case '12m': return days(addMonths(thisMonth, -11), addMonths(thisMonth, 1));
