@@ -111,11 +111,18 @@ describe('cli', () => {
     assert.equal(root.mode, 'root');
   });
 
+  test('client create without --mode makes a write client (interface.md: write is the default mode)', async () => {
+    const out = oneJsonLine(await cli(['client', 'create', '--project', projectId]));
+    assert.deepEqual(Object.keys(out).sort(), ['clientId', 'clientSecret', 'mode', 'projectId']);
+    assert.equal(out.mode, 'write');
+    assert.equal((await db.query('SELECT mode FROM clients WHERE id = $1', [out.clientId])).rows[0].mode, 'write');
+  });
+
   test('invalid input: non-zero exit, message on stderr, nothing on stdout', async () => {
     const [tz, mode, noMode, unknownProject, rate, noName, unknownCmd, unknownFlag] = await Promise.all([
       cli(['project', 'create', '--name', 'X', '--timezone', 'Mars/Olympus']),
       cli(['client', 'create', '--project', projectId, '--mode', 'admin']),
-      cli(['client', 'create', '--project', projectId]),
+      cli(['client', 'create', '--project', projectId, '--mode', '']),
       cli(['client', 'create', '--project', 'no-such-project', '--mode', 'write']),
       cli(['client', 'create', '--project', projectId, '--mode', 'write', '--ingest-rate', 'fast']),
       cli(['project', 'create']),
@@ -143,7 +150,7 @@ describe('cli', () => {
 
     const r = await cli(['client', 'list', '--project', projectId]);
     const clients = oneJsonLine(r);
-    assert.equal(clients.length, 3);
+    assert.equal(clients.length, 4);
     for (const c of clients) {
       assert.deepEqual(Object.keys(c).sort(), ['clientId', 'ingestRate', 'mode', 'projectId', 'revoked']);
       assert.equal(c.revoked, false);
@@ -151,7 +158,7 @@ describe('cli', () => {
     assert.ok(!r.stdout.includes(reader!.clientSecret), 'no secret in the output');
     assert.ok(!r.stdout.includes('scrypt'), 'no hash in the output');
     const all = oneJsonLine(await cli(['client', 'list']));
-    assert.equal(all.length, 3);
+    assert.equal(all.length, 4);
   });
 
   test('client revoke marks the client revoked', async () => {

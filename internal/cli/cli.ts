@@ -13,7 +13,7 @@ export class UsageError extends Error {}
 const USAGE = `usage:
   cli project create --name NAME [--timezone IANA_TZ] [--origins https://a.example,https://b.example]
   cli project list
-  cli client create --project PROJECT_ID --mode read|write|root [--ingest-rate N]
+  cli client create --project PROJECT_ID [--mode read|write|root (default write)] [--ingest-rate N]
   cli client list [--project PROJECT_ID]
   cli client revoke --id CLIENT_ID
   cli migrate`;
@@ -83,8 +83,9 @@ export async function runCli(argv: string[], cfg: Config): Promise<unknown> {
       case 'client create': {
         const projectId = values.project?.trim();
         if (!projectId) throw new UsageError('client create needs --project');
-        const mode = values.mode as ClientMode | undefined;
-        if (!mode || !['read', 'write', 'root'].includes(mode)) throw new UsageError('--mode must be read, write or root');
+        // interface.md: "The modes named are read, root and the default write mode."
+        const mode = (values.mode ?? 'write') as ClientMode;
+        if (!['read', 'write', 'root'].includes(mode)) throw new UsageError('--mode must be read, write or root');
         const rateRaw = values['ingest-rate'] ?? '1000';
         if (!/^\d+$/.test(rateRaw)) throw new UsageError('--ingest-rate must be a whole number (requests per second; 0 = no limit)');
         if (!(await getProject(db, projectId))) throw new UsageError(`no project with id "${projectId}"`);
