@@ -510,6 +510,32 @@ describe('unique visitors of filtered metrics: exact up to the threshold, value 
 
 // ---------------------------------------------------------------------------------------
 
+describe('prefixed breakdowns: the sessions without a value are one row', () => {
+  for (const options of [RAW, AUTO]) {
+    it(`city and browser_version (${options.path ?? 'auto'} path): one '' row, with the parent they share or ''`, async () => {
+      const base = parsePageParams(query({ range: '30d' }));
+      const { rows } = await exec(
+        `SELECT count(*) FILTER (WHERE city = '')::int AS no_city, count(DISTINCT country) FILTER (WHERE city = '')::int AS parents,
+                count(*) FILTER (WHERE city = '' AND country = 'DE')::int AS de_no_city,
+                count(*) FILTER (WHERE browser_version = '')::int AS no_version
+         FROM sessions WHERE project_id = 'f_utc' AND NOT is_bot AND started_at >= $1 AND started_at < $2`,
+        [resolvePeriod(base, 'UTC', NOW).start.toISOString(), resolvePeriod(base, 'UTC', NOW).end.toISOString()],
+      );
+      const r = rows[0]!;
+      assert.ok(r.parents >= 2 && r.de_no_city > 0 && r.no_version > 0, JSON.stringify(r)); // '' cities under DE and under ''
+      const cities = await allRows((p) => getBreakdown(pool, 'f_utc', 'city', p, NOW, options), base, 50);
+      assert.deepEqual(cities.filter((c) => c.name === '').map((c) => [c.prefix, c.sessions]), [['', r.no_city]]);
+      // Filtered to DE: every '' city is in DE, so the row says so.
+      const de = parsePageParams(query({ range: '30d', filters: [f('country', 'is', 'DE')] }));
+      const deCities = await allRows((p) => getBreakdown(pool, 'f_utc', 'city', p, NOW, options), de, 50);
+      assert.deepEqual(deCities.filter((c) => c.name === '').map((c) => [c.prefix, c.sessions]), [['DE', r.de_no_city]]);
+      // browser_version '' only where the browser is '' too: one row, prefix ''.
+      const versions = await allRows((p) => getBreakdown(pool, 'f_utc', 'browser_version', p, NOW, options), base, 50);
+      assert.deepEqual(versions.filter((c) => c.name === '').map((c) => [c.prefix, c.sessions]), [['', r.no_version]]);
+    });
+  }
+});
+
 describe('the session cube (sql/012): breakdowns filtered on another dimension', () => {
   const day = (d: string, filters: Filter[], limit = 50) => parsePageParams(query({ startDate: d, endDate: d, filters, limit }));
   const mobile = [f('device', 'is', 'mobile')];

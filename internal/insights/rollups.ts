@@ -512,8 +512,12 @@ export function rollupBreakdownSql(
   const parent = DIMENSION_PREFIX[dimension];
   const rollupKeys = parent ? 'r.value AS name, r.prefix AS prefix' : 'r.value AS name';
   const rawKeys = parent ? `s.${dimension}, s.${parent}` : `s.${dimension}`;
-  const keys = parent ? 'parts.name, parts.prefix' : 'parts.name';
-  const order = parent ? 'parts.name COLLATE "C", parts.prefix COLLATE "C"' : 'parts.name COLLATE "C"';
+  // The '' row of a prefixed breakdown is one row whatever its parents (service.ts prefixKey).
+  const prefixKey = `CASE WHEN parts.name = '' THEN '' ELSE parts.prefix END`;
+  const keys = parent ? `parts.name, ${prefixKey}` : 'parts.name';
+  const shownPrefix = `CASE WHEN min(parts.prefix) = max(parts.prefix) THEN min(parts.prefix) ELSE '' END`;
+  const select = parent ? `parts.name, ${shownPrefix} AS prefix` : 'parts.name';
+  const order = parent ? `parts.name COLLATE "C", ${shownPrefix} COLLATE "C"` : 'parts.name COLLATE "C"';
   return `
       WITH ${invalidatedCte(b)},
       parts AS (
@@ -526,7 +530,7 @@ export function rollupBreakdownSql(
         WHERE ${compileAll(filters, 's', params)}
         GROUP BY ${rawKeys}
       )
-      SELECT ${keys},
+      SELECT ${select},
              sum(parts.sessions) AS sessions, sum(parts.bounces) AS bounces,
              sum(parts.timed_sessions) AS timed_sessions, sum(parts.duration_ms) AS duration_ms
       FROM parts

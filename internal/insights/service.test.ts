@@ -368,11 +368,15 @@ function expectedBreakdown(sc: Scenario, dim: SessionDimension): BreakdownRow[] 
   const parent = PARENT[dim];
   const groups = new Map<string, GenSession[]>();
   for (const s of periodSessions(sc, true)) {
-    const key = JSON.stringify([s.dims[dim], parent ? s.dims[parent] : null]);
+    // semantics.md: the sessions with no value are ONE row, whatever their parents
+    const key = JSON.stringify([s.dims[dim], parent && s.dims[dim] !== '' ? s.dims[parent] : null]);
     groups.set(key, [...(groups.get(key) ?? []), s]);
   }
   const rows = [...groups.entries()].map(([key, list]) => {
-    const [name, prefix] = JSON.parse(key) as [string, string | null];
+    const [name, keyPrefix] = JSON.parse(key) as [string, string | null];
+    // the '' row shows the parent its sessions share, or '' when they differ
+    const parents = new Set(list.map((x) => (parent ? x.dims[parent] : '')));
+    const prefix = keyPrefix ?? (parents.size === 1 ? [...parents][0]! : '');
     const m = metricsOf(list);
     const row: BreakdownRow = parent
       ? { name, prefix: prefix!, sessions: list.length, bounce_rate: m.bounce_rate, avg_session_duration: m.avg_session_duration }

@@ -379,14 +379,34 @@ export async function getBreakdown(
 
 const isCubeDimension = (d: string): d is (typeof CUBE_DIMENSIONS)[number] => (CUBE_DIMENSIONS as readonly string[]).includes(d);
 
+/**
+ * The grouping key of a prefixed breakdown's prefix: the parent's value, except for the
+ * sessions without a value for the dimension (name ''), which are one row whatever their
+ * parents (semantics.md: "sessions with no value for the dimension are one row").
+ */
+export function prefixKey(name: string, parent: string): string {
+  return `CASE WHEN ${name} = '' THEN '' ELSE ${parent} END`;
+}
+
+/**
+ * The prefix shown on a row grouped by prefixKey(): its parent's value; on the '' row, the
+ * parent they all share (e.g. 'Linux' when every os_version-less session runs Linux), else ''.
+ * An aggregate over `parent` (identifiers from DIMENSION_PREFIX only).
+ */
+export function emptyPrefix(parent: string): string {
+  return `CASE WHEN min(${parent}) = max(${parent}) THEN min(${parent}) ELSE '' END`;
+}
+
 /** A breakdown from the raw sessions (filters other than on the dimension and its parent; path 'raw'). */
 function rawBreakdownSql(ctx: QueryContext & Page, dimension: BreakdownDimension, p: SqlParams): string {
   const parent = DIMENSION_PREFIX[dimension];
   const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: true });
   // Identifiers come from SESSION_DIMENSIONS / DIMENSION_PREFIX only.
-  const prefixSelect = parent ? `, s.${parent} AS prefix` : '';
-  const prefixGroup = parent ? `, s.${parent}` : '';
-  const prefixOrder = parent ? `, s.${parent} COLLATE "C"` : '';
+  // With a parent, the sessions without a value are ONE row (semantics.md), whatever their
+  // parents: grouped by (name, prefixKey(name, parent)), shown with emptyPrefix().
+  const prefixSelect = parent ? `, ${emptyPrefix(`s.${parent}`)} AS prefix` : '';
+  const prefixGroup = parent ? `, ${prefixKey(`s.${dimension}`, `s.${parent}`)}` : '';
+  const prefixOrder = parent ? `, ${emptyPrefix(`s.${parent}`)} COLLATE "C"` : '';
   return `
     WITH s AS (${sessionsSql})
     SELECT s.${dimension} AS name${prefixSelect},
