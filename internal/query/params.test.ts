@@ -73,6 +73,13 @@ describe('insights params', () => {
     rejects('startDate=0000-01-01&endDate=2026-01-02', ['startDate']);
   });
 
+  it('a malformed date is one issue, not also "endDate must not be before startDate"', () => {
+    for (const query of ['startDate=2026-1-1&endDate=2026-01-05', 'startDate=2026-03-05&endDate=2026-3-1', 'startDate=2026-02-30&endDate=2026-02-01']) {
+      const err = rejects(query, [query.includes('startDate=2026-03-05') ? 'endDate' : 'startDate'], parsePeriodParams);
+      assert.equal(err.issues.length, 1, JSON.stringify(err.issues));
+    }
+  });
+
   it('rejects Feb 30 and Feb 29 of a common year', () => {
     rejects('startDate=2026-02-01&endDate=2026-02-30', ['endDate']);
     rejects('startDate=2025-02-29&endDate=2025-03-01', ['startDate']);

@@ -111,6 +111,8 @@ const periodShape = {
   filters: filtersParamSchema.default([]),
 };
 
+const isDate = (s: string | undefined): s is string => s !== undefined && dateSchema.safeParse(s).success;
+
 function checkDates(
   v: { startDate?: string | undefined; endDate?: string | undefined },
   ctx: z.RefinementCtx,
@@ -118,9 +120,12 @@ function checkDates(
   if ((v.startDate === undefined) !== (v.endDate === undefined)) {
     const missing = v.startDate === undefined ? 'startDate' : 'endDate';
     ctx.addIssue({ code: 'custom', path: [missing], message: 'startDate and endDate must be given together' });
-  } else if (v.startDate !== undefined && v.endDate !== undefined && v.startDate > v.endDate) {
+  } else if (!isDate(v.startDate) || !isDate(v.endDate)) {
+    // A malformed date already has its own issue; comparing it would add a spurious one.
+    return;
+  } else if (v.startDate! > v.endDate!) {
     ctx.addIssue({ code: 'custom', path: ['endDate'], message: 'endDate must not be before startDate' });
-  } else if (v.startDate !== undefined && v.endDate !== undefined && Number(v.endDate.slice(0, 4)) - Number(v.startDate.slice(0, 4)) > MAX_PERIOD_YEARS) {
+  } else if (Number(v.endDate!.slice(0, 4)) - Number(v.startDate!.slice(0, 4)) > MAX_PERIOD_YEARS) {
     ctx.addIssue({ code: 'custom', path: ['endDate'], message: `a period spans at most ${MAX_PERIOD_YEARS} years` });
   }
 }
