@@ -32,11 +32,16 @@
 // - Event counts (segment event) without filters, with no breakdown or one on `name` or a
 //   rolled-up column, read the hourly event rollups when every bucket boundary inside the
 //   period is a whole UTC hour (./rollups.ts); the answer is the raw one (tested both ways).
+// - property_sum / property_average / property_min / property_max of such a series (same
+//   conditions, a key of at most 200 bytes) read the hourly property rollups
+//   (./property-rollups.ts, sql/013): per hour, name, key and column value the count, numeric
+//   sum, min and max of the numeric values; averages are sum / count in numeric, which is
+//   PostgreSQL's avg(numeric). Same numbers, series and order as raw (tested both ways).
 // - user, session and user_average of such a series are exact (raw) while the period holds
 //   at most `exactVisitorsMax` events of the series (TIDEMARK_EXACT_VISITORS_MAX), else
 //   HyperLogLog estimates from the event sketches when the hll extension is installed
 //   (./sketches.ts: 99.7% of numbers within 3%; event counts and the series stay exact).
-//   one_event_per_user and group are always raw.
+//   one_event_per_user and group are always raw, as is everything filtered.
 // - Series metrics as OpenPanel's format(): sum = sum of the data points (rounded to 2
 //   decimals); average = mean of the NON-ZERO data points (OpenPanel's average() skips
 //   zeros), 2 decimals, 0 when all are zero; min / max over all data points; count = the
@@ -71,6 +76,7 @@ import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, t
 import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
 import { chartRollup, rollupGroupedSql, type ExportPath } from './rollups';
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
+import { chartPropertyRollup, propertyRollupGroupedSql } from './property-rollups';
 import { exactVisitorsMaxFrom } from '../config/config';
 
 export const MAX_BUCKETS = 3000;
@@ -303,9 +309,16 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
     const bSelect = bExprs.map((e, i) => `, ${e} AS b${i}`).join('');
     // Event counts without filters: whole hours from the event rollups (./rollups.ts).
     const rollup = chartRollup(q.window, item.segment, q.filters, breakdowns, q.path);
+    // Property segments under the same conditions: the hourly property rollups (./property-rollups.ts).
+    const propertyRollup = rollup ? null : chartPropertyRollup(q.window, item.segment, item.property, q.filters, breakdowns, q.path);
     let grouped: string;
     if (rollup) {
       grouped = rollupGroupedSql(rollup, { projectId: q.projectId, name: item.name, window: q.window, rawWhere: where, rawValue: bExprs[0] ?? null }, p);
+    } else if (propertyRollup) {
+      grouped = propertyRollupGroupedSql(propertyRollup, {
+        projectId: q.projectId, name: item.name, segment: item.segment, window: q.window,
+        rawWhere: where, rawValue: bExprs[0] ?? null, rawNumber: v,
+      }, p);
     } else {
       const bucket = bucketExpr();
       const sets = breakdowns.length ? `(${[bucket, ...bExprs].join(', ')}), (${bExprs.join(', ')})` : `(${bucket}), ()`;

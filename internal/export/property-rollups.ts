@@ -1,0 +1,146 @@
+// Property segments of /export/charts (property_sum, property_average, property_min,
+// property_max) from the hourly property rollups (sql/013_event_property_rollups.sql).
+//
+// event_properties_hourly holds, per (project, UTC hour, event name, top-level property key,
+// dimension '' or one column of events_rollup_dimensions, value), the events charts count
+// whose `properties ->> key` is numeric text (NUMERIC_TEXT of ./charts.ts): their count,
+// and the sum, min and max of the values as numeric. Everything the raw path computes is
+// additive over hours without loss:
+//   n (the count that ranks breakdown values)  sum of the counts;
+//   property_sum                               sum of the sums (numeric: exact, same scale);
+//   property_average                           sum / count in numeric: PostgreSQL's
+//                                              avg(numeric) IS numeric_div(sum, count), and
+//                                              the sum of hourly sums has the same digits
+//                                              and display scale as the sum of the values;
+//   property_min / property_max                min of the mins / max of the maxes.
+// So the answers are the raw ones: the same numbers, series, order and tie-breaks.
+//
+// Eligible (else raw): a property segment of a key of at most MAX_ROLLED_KEY_BYTES
+// bytes, no filters, no breakdown or one on `name` or a rolled-up column, not the raw
+// path, and every bucket boundary inside the window on a whole UTC hour: exactly when the
+// event-count rollups answer the same series' event counts (chartRollup of ./rollups.ts).
+// One statement (one snapshot), as rollupGroupedSql:
+//   rollup rows of the whole UTC hours inside the window that are NOT in rollup_invalidations
+//   (nor in event_properties_raw_hours for the key: hours with a numeric text too long to
+//   roll up safely)
+//   + raw events of the hours that are (per hour an index range scan)
+//   + raw events of the partial hours at both edges.
+import type { SqlParams } from '../query/filters';
+import type { Filter } from '../query/params';
+import { propertyKey, PROPERTY_SEGMENTS, type ChartSegment } from './params';
+import { chartRollup, type ChartWindow, type ExportPath } from './rollups';
+
+/** Keys longer than this (UTF-8 bytes) are not rolled up (sql/013: octet_length(key) <= 200). */
+export const MAX_ROLLED_KEY_BYTES = 200;
+
+export interface PropertyRollupPlan {
+  /** Whole UTC hours inside the window (both ends set). */
+  span: { from: Date; to: Date };
+  /** The top-level property key. */
+  key: string;
+  /** event_properties_hourly.dimension: '' without breakdown or for a breakdown on `name`. */
+  dimension: string;
+  /** The breakdown value of a rollup row (alias `r`); null without a breakdown. */
+  value: string | null;
+}
+
+/**
+ * Whether a property-segment series can read the property rollups: the key is short enough,
+ * and the series' event counts could read the event rollups (no filters, no breakdown or one
+ * on `name` or a rolled-up column, whole-UTC-hour bucket boundaries, not 'raw').
+ */
+export function chartPropertyRollup(
+  window: ChartWindow,
+  segment: ChartSegment,
+  property: string | undefined,
+  filters: readonly Filter[],
+  breakdowns: readonly { name: string }[],
+  path: ExportPath = 'auto',
+): PropertyRollupPlan | null {
+  if (!PROPERTY_SEGMENTS.has(segment) || property === undefined) return null;
+  const key = propertyKey(property);
+  // Bytes of UTF-8 on both sides (octet_length in sql/013), whatever the database encoding.
+  if (key === '' || Buffer.byteLength(key, 'utf8') > MAX_ROLLED_KEY_BYTES) return null;
+  const counts = chartRollup(window, 'event', filters, breakdowns, path);
+  if (!counts) return null;
+  const bd = breakdowns[0]?.name;
+  if (bd === undefined) return { span: counts.span, key, dimension: '', value: null };
+  if (bd === 'name') return { span: counts.span, key, dimension: '', value: 'r.name' };
+  return { span: counts.span, key, dimension: bd, value: 'r.value' };
+}
+
+/** The value of a group of parts (columns n, s, mn, mx), as the raw path's aggregate. */
+const COMBINE: Partial<Record<ChartSegment, string>> = {
+  property_sum: 'sum(parts.s)',
+  // avg(numeric) = numeric_div(sum, count::numeric): sum(bigint) is numeric (scale 0).
+  property_average: 'sum(parts.s) / sum(parts.n)',
+  property_min: 'min(parts.mn)',
+  property_max: 'max(parts.mx)',
+};
+
+export interface PropertyRollupOptions {
+  projectId: string;
+  /** Event name or '*'. */
+  name: string;
+  segment: ChartSegment;
+  window: ChartWindow;
+  /**
+   * Conditions of the raw query (alias `s`): project, window, not bots, not
+   * session_start/session_end, the name, and the numeric test of the property.
+   */
+  rawWhere: string;
+  /** Raw breakdown expression (alias `s`); null without breakdown. */
+  rawValue: string | null;
+  /** The raw numeric value (alias `s`; numeric by rawWhere). */
+  rawNumber: string;
+}
+
+/**
+ * The `grouped` part of a property series over the rollups, with the columns and grouping
+ * sets of the raw one: bucket (1-based width_bucket index; NULL on the total rows), b0 when
+ * there is a breakdown, n (events with a numeric value) and value (text).
+ */
+export function propertyRollupGroupedSql(plan: PropertyRollupPlan, opts: PropertyRollupOptions, p: SqlParams): string {
+  const combine = COMBINE[opts.segment];
+  if (!combine) throw new Error(`not a property segment: ${opts.segment}`);
+  const project = p.add(opts.projectId);
+  const key = `${p.add(plan.key)}::text`;
+  const from = `${p.add(plan.span.from.toISOString())}::timestamptz`;
+  const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
+  const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
+  const b = plan.value !== null;
+  const rollupWhere = [
+    `r.project_id = ${project}`, `r.key = ${key}`, `r.dimension = ${p.add(plan.dimension)}::text`,
+    `r.bucket >= ${from}`, `r.bucket < ${to}`, 'r.bucket NOT IN (SELECT inv.bucket FROM inv)',
+  ];
+  if (opts.name !== '*') rollupWhere.push(`r.name = ${p.add(opts.name)}::text`);
+  const v = opts.rawNumber;
+  const aggs = `count(*), sum(x.v), min(x.v), max(x.v)`;
+  const rawPart = (range: string) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, ${aggs}
+        FROM (SELECT s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${v} AS v FROM events s WHERE ${opts.rawWhere} AND ${range} OFFSET 0) x
+        GROUP BY ${b ? '1, 2' : '1'}`;
+  const parts = [
+    `SELECT width_bucket(r.bucket, ${starts}) AS bucket${b ? `, ${plan.value} AS b0` : ''}, r.count AS n, r.sum AS s, r.min AS mn, r.max AS mx
+        FROM event_properties_hourly r WHERE ${rollupWhere.join(' AND ')}`,
+    // Per logged hour an index range scan of that hour (OFFSET 0 keeps the subquery a
+    // nested loop; joined flat, the planner may scan the whole period and filter).
+    `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, ${aggs} FROM inv CROSS JOIN LATERAL (
+          SELECT s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${v} AS v FROM events s
+          WHERE ${opts.rawWhere} AND s.created_at >= inv.bucket AND s.created_at < inv.bucket + interval '1 hour' OFFSET 0) x
+        GROUP BY ${b ? '1, 2' : '1'}`,
+  ];
+  if (plan.span.from.getTime() > opts.window.start.getTime()) parts.push(rawPart(`s.created_at < ${from}`));
+  if (plan.span.to.getTime() < opts.window.end.getTime()) parts.push(rawPart(`s.created_at >= ${to}`));
+  const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
+  return `WITH inv AS MATERIALIZED (
+        SELECT i.bucket FROM rollup_invalidations i
+        WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
+        UNION
+        SELECT h.bucket FROM event_properties_raw_hours h
+        WHERE h.project_id = ${project} AND h.key = ${key} AND h.bucket >= ${from} AND h.bucket < ${to}
+      ), parts AS (
+        ${parts.join('\n        UNION ALL\n        ')}
+      )
+      SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, (${combine})::text AS value
+      FROM parts GROUP BY GROUPING SETS (${sets})`;
+}
