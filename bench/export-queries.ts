@@ -87,8 +87,8 @@ const ENDPOINTS: Endpoint[] = [
   { name: 'charts 30d screen_view, city, previous', path: chart([{ name: 'screen_view' }], [{ name: 'city' }], '&previous=true'), aim: CHART_AIM, reads: 'rollup' },
   { name: 'charts 30d user, country', path: chart([{ name: 'screen_view', segment: 'user' }], COUNTRY), aim: CHART_AIM, reads: 'sketches (distinct)' },
   { name: 'charts 30d session, country', path: chart([{ name: '*', segment: 'session' }], COUNTRY), aim: CHART_AIM, reads: 'sketches (distinct)' },
-  { name: 'charts 30d property_sum (purchase amount)', path: chart([{ name: 'purchase', segment: 'property_sum', property: 'properties.amount' }]), aim: null, reads: 'raw' },
-  { name: 'charts 30d property_sum, country', path: chart([{ name: 'purchase', segment: 'property_sum', property: 'properties.amount' }], COUNTRY), aim: CHART_AIM, reads: 'raw' },
+  { name: 'charts 30d property_sum (purchase amount)', path: chart([{ name: 'purchase', segment: 'property_sum', property: 'properties.amount' }]), aim: null, reads: 'property rollup' },
+  { name: 'charts 30d property_sum, country', path: chart([{ name: 'purchase', segment: 'property_sum', property: 'properties.amount' }], COUNTRY), aim: CHART_AIM, reads: 'property rollup' },
   { name: 'charts 30d event, country, device filter', path: chart([{ name: '*' }], COUNTRY, `&filters=${enc([{ name: 'device', operator: 'is', value: ['mobile'] }])}`), aim: CHART_AIM, reads: 'raw (filter)' },
 ];
 
@@ -179,6 +179,7 @@ async function rawComparison(url: string, label: string): Promise<string[]> {
       ['charts 30d event, country', chart([{ name: '*' }], COUNTRY)],
       ['charts 30d event, country, previous', chart([{ name: '*' }], COUNTRY, '&previous=true')],
       ['charts 30d screen_view, path', chart([{ name: 'screen_view' }], [{ name: 'path' }])],
+      ['charts 30d property_sum, country', chart([{ name: 'purchase', segment: 'property_sum', property: 'properties.amount' }], COUNTRY)],
     ] as const) {
       const params = parseChartParams(new URLSearchParams(q.slice(q.indexOf('?') + 1)));
       const now = new Date();
@@ -383,10 +384,12 @@ const NOTES = `Reading the table:
   events_sketches_* (sql/011_event_sketches.sql): per local day of the project's zone (complete
   days) and per hour (the rest), per event name and column value, plus the logged hours hashed
   raw; the event counts beside them (ranking, user_average) come from the event rollups.
-- Raw by design, still linear in the events: property segments (property_sum: the purchase
-  events by the name index, ~100k rows on ~90k heap pages at 10M whatever the grouping: no
-  general index or query shape avoids those page reads) and filtered requests (the rollups
-  hold no per-event data).
+- Property segments (\`property_sum\` ...) read event_properties_hourly (sql/013: per hour,
+  event name, top-level key and column value the count, numeric sum, min and max of the
+  numeric values) plus the logged hours raw: the same numbers as raw, where raw read the
+  purchase events by the name index (~100k rows on ~90k heap pages at 10M).
+- Raw by design, still linear in the events: filtered requests (the rollups hold no
+  per-event data), one_event_per_user and group.
 - Hours with events but no session start (1M: the last hour of the main project and two hours
   of small projects) are not logged by bench/generate.ts (it logs the hours in which sessions
   start); without the fix-up above, charts over such an hour would miss its events on
