@@ -52,6 +52,7 @@ interface Endpoint {
 const filters = (f: unknown) => `&filters=${encodeURIComponent(JSON.stringify(f))}`;
 const DE = filters([{ name: 'country', operator: 'is', value: ['DE'] }]);
 const MOBILE = filters([{ name: 'device', operator: 'is', value: ['mobile'] }]);
+const DE_NOT_DESKTOP = filters([{ name: 'country', operator: 'is', value: ['DE'] }, { name: 'device', operator: 'isNot', value: ['desktop'] }]);
 const BREAKDOWNS = ['referrer_name', 'country', 'city', 'browser', 'os_version', 'utm_source'] as const;
 
 const ENDPOINTS: Endpoint[] = [
@@ -66,6 +67,8 @@ const ENDPOINTS: Endpoint[] = [
     { name: `${d} 30d`, path: `${d}?range=30d`, aim: 100, pct: 95 as const },
   ]),
   { name: 'referrer_name 30d, device filter', path: `referrer_name?range=30d${MOBILE}`, aim: 100, pct: 95 },
+  { name: 'referrer_name 7d, device filter', path: `referrer_name?range=7d${MOBILE}`, aim: 100, pct: 95 },
+  { name: 'browser 30d, country + device filter', path: `browser?range=30d${DE_NOT_DESKTOP}`, aim: 100, pct: 95 },
   { name: 'live', path: 'live', aim: 2, pct: 99, n: 2000 },
 ];
 
@@ -293,11 +296,13 @@ const NOTES = `Reading the table:
 - Filters that all name one session dimension (and maybe its parent) read that dimension's
   rollup (\`metrics 30d, country filter\`: rollup_country_hourly, unique visitors above the
   threshold from the per-(hour, dimension, value) sketches of rollup_visitor_values_hourly);
-  a breakdown filtered on its own dimension or its parent too. Other filters (event-level
-  names, a breakdown filtered on another dimension such as \`referrer_name, device filter\`)
-  read raw rows, linear in the sessions of the period (and their events, for event-level
-  filters): a parallel scan of the period's sessions, mostly reading pages from outside
-  PostgreSQL's 128 MB shared_buffers.
+  a breakdown filtered on its own dimension or its parent too. A breakdown of a
+  low-cardinality dimension filtered on others of them (\`referrer_name, device filter\`,
+  \`browser, country + device filter\`) reads the session cube (sql/012: sums per combination
+  of nine such dimensions, per complete local day and per hour). Other filters (event-level
+  names, properties, a breakdown such as city filtered on device) read raw rows, linear in the
+  sessions of the period (and their events, for event-level filters): a parallel scan of the
+  period's sessions, mostly reading pages from outside PostgreSQL's 128 MB shared_buffers.
 - Insights transactions run with JIT off: with jit=on (the server default) the planner
   compiled several of these short queries for 10-200 ms (e.g. a 10M breakdown: 39 ms -> 9 ms).
 - \`/live\` is auth plus one Redis script (rate limit, trim and ZCOUNT of the live set in one
