@@ -112,8 +112,28 @@ export class Authenticator {
       this.refused.set(key, true);
       throw new UnauthorizedError('invalid client credentials');
     }
-    this.verifiedSecrets.set(clientId, { secretHash: row.secretHash, fp });
+    // Kept for long: a copy of its own rather than a slice that would hold a Buffer pool slab.
+    const kept = Buffer.allocUnsafeSlow(fp.length);
+    fp.copy(kept);
+    this.verifiedSecrets.set(clientId, { secretHash: row.secretHash, fp: kept });
     return row;
+  }
+
+  /**
+   * `forIngest` without a promise when its answer is already known to be a client: a cached
+   * write or root client whose secret matches the one verified before. Undefined in every
+   * other case (call `forIngest`, which decides it: loads, verifies, or refuses).
+   */
+  cachedForIngest(req: HttpRequest): AuthedClient | undefined {
+    const h = req.headers;
+    const clientId = (h['service-client-id'] ?? h['openpanel-client-id'])?.trim();
+    const secret = (h['service-client-secret'] ?? h['openpanel-client-secret'])?.trim();
+    if (!clientId || !secret) return undefined;
+    const row = this.clients.get(clientId)?.row;
+    if (!row || row.revokedAt || row.mode === 'read') return undefined;
+    const known = this.verifiedSecrets.get(clientId);
+    if (!known || known.secretHash !== row.secretHash || !sameFingerprint(known.fp, fingerprint(secret))) return undefined;
+    return toAuthed(row);
   }
 
   /** Ingest: a write or root client with its secret, or a secret-less browser client from an allowed Origin. */

@@ -16,3 +16,15 @@ test('two hashes of one secret differ (salted)', async () => {
   const s = generateSecret();
   assert.notEqual(await hashSecret(s), await hashSecret(s));
 });
+
+test('a fingerprint is the SHA-256 digest of the secret (32 bytes), equal only for the same secret', async () => {
+  const { createHash } = await import('node:crypto');
+  const { fingerprint, sameFingerprint } = await import('./secrets');
+  for (const s of ['', 'a', generateSecret(), 'ünïcødé ✓', 'x'.repeat(10_000)]) {
+    const fp = fingerprint(s);
+    assert.equal(fp.length, 32);
+    assert.deepEqual(fp, createHash('sha256').update(s).digest());
+    assert.equal(sameFingerprint(fp, fingerprint(s)), true);
+    assert.equal(sameFingerprint(fp, fingerprint(`${s}!`)), false);
+  }
+});

@@ -56,6 +56,11 @@ export class Router {
 
 function matchSegments(segments: string[], parts: string[]): Record<string, string> | null {
   if (segments.length !== parts.length) return null;
+  // Literal segments first: a route that cannot match costs no params object.
+  for (let i = 0; i < segments.length; i++) {
+    const s = segments[i]!;
+    if (!s.startsWith(':') && s !== parts[i]) return null;
+  }
   const params: Record<string, string> = {};
   for (let i = 0; i < segments.length; i++) {
     const s = segments[i]!;

@@ -1,6 +1,8 @@
 // The uWebSockets.js glue: turns uWS requests into HttpRequest, runs the route, writes the
 // HttpResponse. Body size limit, CORS preflight, draining and per-route timing live here.
 import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { isIP } from 'node:net';
 import { loadNativeUws, type UWS } from './uws';
 import { Router } from './router';
 import { errorResponse } from './respond';
@@ -140,18 +142,72 @@ export class HttpServer {
 
 const EMPTY_BODY = Buffer.alloc(0);
 
+/** Upper-case method names without a new string per request (uWS gives them lower case). */
+const METHODS = new Map(['get', 'post', 'put', 'patch', 'delete', 'head', 'options', 'connect', 'trace'].map((m) => [m, m.toUpperCase()]));
+const upperMethod = (m: string): string => METHODS.get(m) ?? m.toUpperCase();
+
+/**
+ * Header copying without a closure per request: uWS calls `collectHeader` synchronously
+ * inside `req.forEach`, while `headerTarget` is the request's header object.
+ */
+let headerTarget: Record<string, string> = {};
+function collectHeader(k: string, v: string): void {
+  const headers = headerTarget;
+  headers[k] = k in headers ? `${headers[k]}, ${v}` : v;
+}
+
+/**
+ * Whether the socket address can matter: ingest (the only reader of `remoteAddress`) uses it
+ * only when `x-client-ip` is not an IP (internal/ingest/ops.ts clientIp). Reading it costs a
+ * getpeername system call and a string, so requests with a valid `x-client-ip` skip it.
+ */
+function needsRemoteAddress(headers: Record<string, string>): boolean {
+  const forwarded = headers['x-client-ip'];
+  if (forwarded === undefined) return true;
+  const comma = forwarded.indexOf(',');
+  const c = (comma < 0 ? forwarded : forwarded.slice(0, comma)).trim();
+  if (!c) return true;
+  return !isIP(c.startsWith('::ffff:') && isIP(c.slice(7)) === 4 ? c.slice(7) : c);
+}
+
+/** The request handlers see; `remoteAddress` is read from the socket when first asked if it was not needed up front. */
+class UwsRequest implements HttpRequest {
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly params: Record<string, string>,
+    readonly query: URLSearchParams,
+    readonly headers: Record<string, string>,
+    readonly body: Buffer,
+    readonly requestId: string,
+    private readonly ex: Exchange,
+  ) {}
+
+  get remoteAddress(): string {
+    return this.ex.remoteAddressNow();
+  }
+}
+
+/** The response being written inside `res.cork` (cork runs its callback synchronously). */
+let corkEx: Exchange | null = null;
+let corkResponse: HttpResponse | null = null;
+function writeCorked(): void {
+  corkEx!.writeAll(corkResponse!);
+}
+
 /**
  * One request/response. A class rather than closures made per request: the hot path
  * allocates one object, and its methods are shared.
  */
 class Exchange {
-  readonly started = process.hrtime.bigint();
+  readonly started = performance.now();
   readonly method: string;
   readonly path: string;
   readonly rawQuery: string;
   readonly headers: Record<string, string> = {};
   readonly requestId: string;
-  readonly remoteAddress: string;
+  /** The socket address, null until read (see needsRemoteAddress). */
+  private remoteAddress: string | null = null;
   family: RouteFamily;
   routeName = 'unmatched';
   match: ReturnType<Router['match']> | null = null;
@@ -166,16 +222,26 @@ class Exchange {
     private readonly res: UWS.HttpResponse,
     req: UWS.HttpRequest,
   ) {
-    this.method = req.getMethod().toUpperCase();
+    this.method = upperMethod(req.getMethod());
     this.path = req.getUrl();
     this.rawQuery = req.getQuery() ?? '';
     const headers = this.headers;
-    req.forEach((k, v) => {
-      headers[k] = k in headers ? `${headers[k]}, ${v}` : v;
-    });
+    headerTarget = headers;
+    req.forEach(collectHeader);
     this.requestId = headers['x-request-id']?.slice(0, 128) || server.nextRequestId();
-    this.remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    if (needsRemoteAddress(headers)) this.remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
     this.family = 'read';
+  }
+
+  /**
+   * The socket address; read now when it was skipped up front (uWS allows it until the
+   * response is ended or aborted; after that there is no socket to ask).
+   */
+  remoteAddressNow(): string {
+    if (this.remoteAddress === null) {
+      this.remoteAddress = this.aborted || this.done ? '' : Buffer.from(this.res.getRemoteAddressAsText()).toString();
+    }
+    return this.remoteAddress;
   }
 
   abort(): void {
@@ -193,7 +259,9 @@ class Exchange {
     if (this.done) return;
     this.size += ab.byteLength;
     if (this.size > limit) return this.fail(new PayloadTooLargeError(`request body over ${limit} bytes`));
-    const chunk = Buffer.from(ab.slice(0));
+    // uWS reuses `ab` after this call: copy it. Copying through a view takes a pooled Buffer
+    // for small bodies; ab.slice(0) made a new ArrayBuffer (its own backing store) each time.
+    const chunk = Buffer.from(new Uint8Array(ab));
     if (!isLast) (this.chunks ??= []).push(chunk);
     else this.run(this.chunks ? Buffer.concat([...this.chunks, chunk]) : chunk);
   }
@@ -206,10 +274,7 @@ class Exchange {
       return this.fail(new BadRequestError('malformed query string'));
     }
     const match = this.match!;
-    const request: HttpRequest = {
-      method: this.method, path: this.path, params: match.params, query, headers: this.headers, body,
-      remoteAddress: this.remoteAddress, requestId: this.requestId,
-    };
+    const request = new UwsRequest(this.method, this.path, match.params, query, this.headers, body, this.requestId, this);
     match.route.handler(request).then(
       (r) => this.send(r),
       (err: unknown) => this.fail(err),
@@ -227,21 +292,31 @@ class Exchange {
       void this.sendStream(r as HttpResponse & { stream: NonNullable<HttpResponse['stream']> });
       return;
     }
-    const res = this.res;
-    res.cork(() => {
-      this.writeHead(r);
-      if (r.raw) {
-        res.writeHeader('Content-Type', r.raw.contentType);
-        res.end(r.raw.data);
-      } else if (r.body === undefined) {
-        res.end();
-      } else {
-        res.writeHeader('Content-Type', 'application/json');
-        res.end(JSON.stringify(r.body));
-      }
-    });
+    corkEx = this;
+    corkResponse = r;
+    try {
+      this.res.cork(writeCorked);
+    } finally {
+      corkEx = null;
+      corkResponse = null;
+    }
     this.finish();
     this.observe(r.status);
+  }
+
+  /** Status, headers and body of a complete response (inside cork). */
+  writeAll(r: HttpResponse): void {
+    const res = this.res;
+    this.writeHead(r);
+    if (r.raw) {
+      res.writeHeader('Content-Type', r.raw.contentType);
+      res.end(r.raw.data);
+    } else if (r.body === undefined) {
+      res.end();
+    } else {
+      res.writeHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify(r.body));
+    }
   }
 
   private writeHead(r: HttpResponse): void {
@@ -259,7 +334,7 @@ class Exchange {
   private observe(status: number): void {
     this.opts.onResponse?.({
       route: this.routeName, method: this.method, status, requestId: this.requestId,
-      seconds: Number(process.hrtime.bigint() - this.started) / 1e9,
+      seconds: (performance.now() - this.started) / 1000,
     });
   }
 

@@ -20,8 +20,21 @@ export interface BatcherOptions {
 interface Pending {
   ops: string[];
   bytes: number;
-  waiters: { resolve: () => void; reject: (e: unknown) => void }[];
+  /** Settles when the message is acked (or refused): every op of the message shares it. */
+  done: Promise<void>;
+  resolve: () => void;
+  reject: (e: unknown) => void;
   timer: NodeJS.Timeout | null;
+}
+
+function newPending(bytes: number): Pending {
+  let resolve!: () => void;
+  let reject!: (e: unknown) => void;
+  const done = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { ops: [], bytes, done, resolve, reject, timer: null };
 }
 
 export class OpTooLargeError extends Error {}
@@ -47,13 +60,13 @@ export class Batcher {
       p = undefined;
     }
     if (!p) {
-      p = { ops: [], bytes: HEAD.length + TAIL.length, waiters: [], timer: null };
+      p = newPending(HEAD.length + TAIL.length);
       this.pending.set(subject, p);
     }
     const entry = p;
     entry.ops.push(json);
     entry.bytes += size + 1;
-    const done = new Promise<void>((resolve, reject) => entry.waiters.push({ resolve, reject }));
+    const done = entry.done;
     if (entry.ops.length >= this.opts.maxOps) this.flush(subject);
     else if (!entry.timer) {
       entry.timer = this.opts.maxDelayMs <= 0 ? setImmediate(() => this.flush(subject)) as unknown as NodeJS.Timeout
@@ -75,11 +88,11 @@ export class Batcher {
       .then(
         () => {
           this.opts.onFlush?.(p.ops.length, data.length, Number(process.hrtime.bigint() - started) / 1e9, true);
-          for (const w of p.waiters) w.resolve();
+          p.resolve();
         },
         (err) => {
           this.opts.onFlush?.(p.ops.length, data.length, Number(process.hrtime.bigint() - started) / 1e9, false);
-          for (const w of p.waiters) w.reject(err);
+          p.reject(err);
         },
       )
       .finally(() => this.inFlight.delete(job));

@@ -1,7 +1,6 @@
 // Device identity (semantics.md "Identity"): a keyed hash of user-agent + client IP +
 // project id under a daily salt rotated at 00:00 UTC; the previous day's salt is tried too.
 import { createHmac, randomBytes } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
 import type { Redis, RedisKeys } from '../redis/redis';
 
 export function utcDay(ms: number): string {
@@ -12,17 +11,55 @@ export function deviceIdFor(salt: string, userAgent: string, ip: string, project
   return createHmac('sha256', salt).update(`${userAgent}\n${ip}\n${projectId}`).digest('hex').slice(0, 32);
 }
 
-/** Remembers recent device ids: a returning device costs a map lookup, not an HMAC. */
+/** salt → user-agent → `ip\nprojectId` → device id. */
+type Generation = Map<string, Map<string, Map<string, string>>>;
+
+/**
+ * Remembers recent device ids: a returning device costs map lookups, not an HMAC. Nested
+ * maps rather than one key built per request: the salt and the user-agent are the same
+ * string objects request after request (their hashes are computed once), and the
+ * user-agent's is shared with the bot verdict. Two generations bound it to `max` ids: when
+ * the current one holds max/2 it becomes the previous one (entries used again move forward).
+ */
 export class DeviceIdCache {
-  private readonly cache: LRUCache<string, string>;
+  private cur: Generation = new Map();
+  private old: Generation = new Map();
+  private curSize = 0;
+  private readonly half: number;
+
   constructor(max: number) {
-    this.cache = new LRUCache({ max });
+    this.half = Math.max(1, Math.floor(max / 2));
   }
+
   get(salt: string, userAgent: string, ip: string, projectId: string): string {
-    const key = `${salt}\n${userAgent}\n${ip}\n${projectId}`;
-    let id = this.cache.get(key);
-    if (id === undefined) this.cache.set(key, (id = deviceIdFor(salt, userAgent, ip, projectId)));
+    const key = `${ip}\n${projectId}`;
+    let id = this.cur.get(salt)?.get(userAgent)?.get(key);
+    if (id === undefined) {
+      id = this.old.get(salt)?.get(userAgent)?.get(key) ?? deviceIdFor(salt, userAgent, ip, projectId);
+      this.insert(salt, userAgent, key, id);
+    }
     return id;
+  }
+
+  /** Ids held (both generations; an id in both counts twice). */
+  get size(): number {
+    let n = 0;
+    for (const gen of [this.cur, this.old]) for (const byUa of gen.values()) for (const ids of byUa.values()) n += ids.size;
+    return n;
+  }
+
+  private insert(salt: string, userAgent: string, key: string, id: string): void {
+    if (this.curSize >= this.half) {
+      this.old = this.cur;
+      this.cur = new Map();
+      this.curSize = 0;
+    }
+    let byUa = this.cur.get(salt);
+    if (!byUa) this.cur.set(salt, (byUa = new Map()));
+    let ids = byUa.get(userAgent);
+    if (!ids) byUa.set(userAgent, (ids = new Map()));
+    ids.set(key, id);
+    this.curSize++;
   }
 }
 
@@ -63,6 +100,12 @@ export class SaltKeeper {
     if (this.cache.size > 8) this.cache.clear();
     this.cache.set(day, salt);
     return salt;
+  }
+
+  /** `salts(nowMs)` when they are already held for that UTC day (no promise), else null. */
+  heldSalts(nowMs: number): { current: string; previous: string } | null {
+    const held = this.held;
+    return held !== null && held.day === Math.floor(nowMs / 86_400_000) ? held.salts : null;
   }
 
   /** Today's and yesterday's salts; held per UTC day, so the hot path is one comparison. */

@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import { v7 as uuidv7 } from 'uuid';
 import { BadRequestError } from '../http/errors';
 import type { QueuedOp } from '../model/event';
-import { parseIsoMs, ReservedProps, RESERVED_KEYS, type EventBodyT, type TrackBodyT } from './schemas';
+import { ISO_DATE_TIME, parseIsoMs, ReservedProps, RESERVED_KEYS, type EventBodyT, type TrackBodyT } from './schemas';
 
 /**
  * Event ids: UUIDv7 at the event time, its random bits drawn from a 4 KiB pool refilled by
@@ -21,6 +21,26 @@ export function eventId(msecs: number): string {
   return uuidv7({ msecs, random });
 }
 
+/**
+ * `new Date(ms).toISOString()`, remembered for the last two instants: under load many
+ * requests share a millisecond (receipt time, and the event time when none is sent), and
+ * formatting a date is one of the larger costs of building an op.
+ */
+let isoMs1 = NaN;
+let iso1 = '';
+let isoMs2 = NaN;
+let iso2 = '';
+export function isoTime(ms: number): string {
+  if (ms === isoMs1) return iso1;
+  if (ms === isoMs2) return iso2;
+  const iso = new Date(ms).toISOString();
+  isoMs2 = isoMs1;
+  iso2 = iso1;
+  isoMs1 = ms;
+  iso1 = iso;
+  return iso;
+}
+
 /** A time more than this far in the future is replaced by the receipt time. */
 export const FUTURE_TOLERANCE_MS = 60_000;
 
@@ -33,14 +53,61 @@ export interface Reserved {
   referrer: string | null;
 }
 
+const RESERVED_SET = new Set(RESERVED_KEYS);
+
+/**
+ * The reserved values ReservedProps would accept, as it would output them, without running
+ * zod (the common case: plain strings within their limits); null when any value needs zod
+ * to decide (it then gives the answer, issues included).
+ */
+function reservedFast(raw: Record<string, unknown>): Reserved | null {
+  const ts = raw.__timestamp;
+  const ipRaw = raw.__ip;
+  const deviceRaw = raw.__deviceId;
+  const url = raw.__path;
+  const title = raw.__title;
+  const referrer = raw.__referrer;
+  let timestampMs: number | null = null;
+  if (ts !== undefined) {
+    if (typeof ts !== 'string' || !ISO_DATE_TIME.test(ts)) return null;
+    timestampMs = parseIsoMs(ts);
+    if (Number.isNaN(timestampMs)) return null;
+  }
+  let ip: string | null = null;
+  if (ipRaw !== undefined) {
+    if (typeof ipRaw !== 'string') return null;
+    ip = ipRaw.trim();
+    if (ip.length < 1 || ip.length > 64) return null;
+  }
+  let deviceId: string | null = null;
+  if (deviceRaw !== undefined) {
+    if (typeof deviceRaw !== 'string') return null;
+    deviceId = deviceRaw.trim();
+    if (deviceId.length < 1 || deviceId.length > 128) return null;
+  }
+  if (url !== undefined && (typeof url !== 'string' || url.length > 8192)) return null;
+  if (title !== undefined && (typeof title !== 'string' || title.length > 2048)) return null;
+  if (referrer !== undefined && (typeof referrer !== 'string' || referrer.length > 8192)) return null;
+  return {
+    timestampMs, ip, deviceId,
+    url: (url as string | undefined) ?? null,
+    title: (title as string | undefined) ?? null,
+    referrer: (referrer as string | undefined) ?? null,
+  };
+}
+
 /** Splits reserved `__` keys out of properties; validates them (400 names the key). */
 export function splitReserved(props: Record<string, unknown> | undefined, path: string[]): { properties: Record<string, unknown>; reserved: Reserved } {
   const properties: Record<string, unknown> = {};
   const raw: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(props ?? {})) {
-    if (RESERVED_KEYS.includes(k)) raw[k] = v;
-    else properties[k] = v;
+  if (props) {
+    for (const k of Object.keys(props)) {
+      if (RESERVED_SET.has(k)) raw[k] = props[k];
+      else properties[k] = props[k];
+    }
   }
+  const fast = reservedFast(raw);
+  if (fast) return { properties, reserved: fast };
   const parsed = ReservedProps.safeParse(raw);
   if (!parsed.success) throw BadRequestError.fromZod(parsed.error, path);
   const r = parsed.data;
@@ -65,13 +132,20 @@ export function eventTimeMs(sentMs: number | null, receivedMs: number): number {
 
 /** Client IP: x-client-ip, else the socket address; `__ip` overrides both. */
 export function clientIp(headers: Record<string, string>, remoteAddress: string, override: string | null): string | null {
-  const candidates = [override, headers['x-client-ip']?.split(',')[0]?.trim(), remoteAddress];
-  for (const c of candidates) {
-    if (!c) continue;
-    const ip = c.startsWith('::ffff:') && isIP(c.slice(7)) === 4 ? c.slice(7) : c;
-    if (isIP(ip)) return ip;
-  }
-  return null;
+  return clientIpOf({ headers, remoteAddress }, override);
+}
+
+/** The candidate as an IP (an IPv4-mapped IPv6 address as IPv4), or null. */
+function asIp(c: string | null | undefined): string | null {
+  if (!c) return null;
+  const ip = c.startsWith('::ffff:') && isIP(c.slice(7)) === 4 ? c.slice(7) : c;
+  return isIP(ip) ? ip : null;
+}
+
+/** `clientIp` of a request; reads `remoteAddress` only when neither `__ip` nor x-client-ip is an IP. */
+export function clientIpOf(req: { readonly headers: Record<string, string>; readonly remoteAddress: string }, override: string | null): string | null {
+  const forwarded = req.headers['x-client-ip'];
+  return asIp(override) ?? asIp(forwarded === undefined ? undefined : forwarded.split(',')[0]!.trim()) ?? asIp(req.remoteAddress);
 }
 
 export interface OpContext {
@@ -108,30 +182,47 @@ function planTrack(
   sentMs: number | null,
   ctx: OpContext,
 ): PlannedOp {
-  const at = eventTimeMs(sentMs, ctx.receivedMs);
-  return {
-    profileId,
-    deviceOverride: reserved.deviceId,
-    ipOverride: reserved.ip,
-    eventMs: at,
-    build: (deviceId, ip) => ({
+  return new PlannedTrack(name, properties, reserved, profileId, groups, eventTimeMs(sentMs, ctx.receivedMs), ctx);
+}
+
+/** A planned track event: a class rather than an object with a closure (tsx names every closure it makes, per request). */
+class PlannedTrack implements PlannedOp {
+  readonly deviceOverride: string | null;
+  readonly ipOverride: string | null;
+  constructor(
+    private readonly name: string,
+    private readonly properties: Record<string, unknown>,
+    private readonly reserved: Reserved,
+    readonly profileId: string | null,
+    private readonly groups: string[],
+    readonly eventMs: number,
+    private readonly ctx: OpContext,
+  ) {
+    this.deviceOverride = reserved.deviceId;
+    this.ipOverride = reserved.ip;
+  }
+
+  build(deviceId: string, ip: string | null): QueuedOp {
+    const at = this.eventMs;
+    const reserved = this.reserved;
+    return {
       kind: 'track',
       id: eventId(at),
-      projectId: ctx.projectId,
+      projectId: this.ctx.projectId,
       deviceId,
-      receivedAt: new Date(ctx.receivedMs).toISOString(),
-      name,
-      profileId: profileId ?? deviceId,
-      createdAt: new Date(at).toISOString(),
-      properties,
-      groups,
+      receivedAt: isoTime(this.ctx.receivedMs),
+      name: this.name,
+      profileId: this.profileId ?? deviceId,
+      createdAt: isoTime(at),
+      properties: this.properties,
+      groups: this.groups,
       url: reserved.url,
       title: reserved.title,
       referrer: reserved.referrer,
       ip,
-      userAgent: ctx.userAgent,
-    }),
-  };
+      userAgent: this.ctx.userAgent,
+    };
+  }
 }
 
 // Module-level helpers rather than closures made per request (tsx names every closure).
@@ -140,7 +231,7 @@ function base(profileId: string | null, build: (deviceId: string) => QueuedOp): 
 }
 
 function commonOf(ctx: OpContext, deviceId: string) {
-  return { id: eventId(ctx.receivedMs), projectId: ctx.projectId, deviceId, receivedAt: new Date(ctx.receivedMs).toISOString() };
+  return { id: eventId(ctx.receivedMs), projectId: ctx.projectId, deviceId, receivedAt: isoTime(ctx.receivedMs) };
 }
 
 export function planTrackBody(body: TrackBodyT, ctx: OpContext): PlannedOp {

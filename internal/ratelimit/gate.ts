@@ -5,26 +5,35 @@ import type { Redis, RedisKeys } from '../redis/redis';
 
 // One call decides a whole batch of ingest requests (all those that arrived in one event-loop
 // turn), each exactly as if alone and in arrival order. The batch travels as ONE JSON
-// argument (per request: 5 keys, then 10 arguments) and the answer as one JSON array (4
-// values per request): encoding and decoding ~15 RESP values per request was a quarter of
-// the API's main-thread CPU in the profile, cjson in Redis costs a fraction of it. The keys
-// are therefore not declared in KEYS: Tidemark uses one Redis server (no Redis Cluster).
+// argument (per request: 4 keys, then 7 arguments; what every request shares follows it
+// in ARGV) and the answer as one JSON array (4 values per request): encoding and decoding
+// ~15 RESP values per request was a quarter of the API's main-thread CPU in the profile,
+// cjson in Redis costs a fraction of it. The keys are therefore not declared in KEYS:
+// Tidemark uses one Redis server (no Redis Cluster). The two `seen` keys are '' when the
+// request cannot use them (no previous-salt id to try and nothing to mark seen).
+//   r: 1 rate key, 2 live key, 3 seen(device), 4 seen(previous or device), 5 limit,
+//      6 client id, 7 profile id, 8 live-at ms or '', 9 device id, 10 previous device id or '',
+//      11 mark seen '1'/'0'
+//   ARGV: 1 requests, 2 revoked-clients key, 3 rate window ms, 4 seen TTL seconds
 const INGEST_SCRIPT = `
 local reqs = cjson.decode(ARGV[1])
+local revoked = ARGV[2]
+local windowMs = ARGV[3]
+local seenTtl = ARGV[4]
 local out = {}
 for _, r in ipairs(reqs) do
   local code = 1
   local count = 0
   local ttl = 0
-  local device = r[12]
-  if redis.call('SISMEMBER', r[2], r[8]) == 1 then
+  local device = r[9]
+  if redis.call('SISMEMBER', revoked, r[6]) == 1 then
     code = -1
     device = ''
   else
-    local limit = tonumber(r[6])
+    local limit = tonumber(r[5])
     if limit > 0 then
       count = redis.call('INCR', r[1])
-      if count == 1 then redis.call('PEXPIRE', r[1], r[7]) end
+      if count == 1 then redis.call('PEXPIRE', r[1], windowMs) end
       ttl = redis.call('PTTL', r[1])
       if count > limit then
         code = 0
@@ -32,17 +41,17 @@ for _, r in ipairs(reqs) do
       end
     end
     if code == 1 then
-      if r[13] ~= '' and redis.call('EXISTS', r[4]) == 0 and redis.call('EXISTS', r[5]) == 1 then
-        device = r[13]
-        redis.call('EXPIRE', r[5], r[15])
-      elseif r[14] == '1' then
-        redis.call('SET', r[4], '1', 'EX', r[15])
+      if r[10] ~= '' and redis.call('EXISTS', r[3]) == 0 and redis.call('EXISTS', r[4]) == 1 then
+        device = r[10]
+        redis.call('EXPIRE', r[4], seenTtl)
+      elseif r[11] == '1' then
+        redis.call('SET', r[3], '1', 'EX', seenTtl)
       end
-      if r[10] ~= '' then
-        local profile = r[9]
+      if r[8] ~= '' then
+        local profile = r[7]
         if profile == '' then profile = device end
-        redis.call('ZADD', r[3], 'GT', r[10], profile)
-        redis.call('PEXPIRE', r[3], 600000)
+        redis.call('ZADD', r[2], 'GT', r[8], profile)
+        redis.call('PEXPIRE', r[2], 600000)
       end
     end
   end
@@ -161,21 +170,22 @@ export class Gate {
     if (!batch.length) return;
     this.pending = [];
     const windowMs = 1000;
-    const reqs: (string | number)[][] = [];
-    for (const { input: i } of batch) {
-      reqs.push([
+    const reqs: string[][] = new Array(batch.length);
+    for (let n = 0; n < batch.length; n++) {
+      const i = batch[n]!.input;
+      const seen = i.previousDeviceId !== '' || i.markSeen;
+      reqs[n] = [
         this.keys.rate('ingest', i.clientId, Math.floor(i.nowMs / windowMs)),
-        this.keys.revoked,
         this.keys.live(i.projectId),
-        this.keys.seen(i.deviceId),
-        this.keys.seen(i.previousDeviceId || i.deviceId),
-        String(i.ratePerSecond), String(windowMs), i.clientId, i.profileId,
-        i.liveAtMs === null ? '' : String(i.liveAtMs), String(i.nowMs), i.deviceId, i.previousDeviceId,
-        i.markSeen ? '1' : '0', String(SEEN_TTL_SECONDS),
-      ]);
+        seen ? this.keys.seen(i.deviceId) : '',
+        seen ? this.keys.seen(i.previousDeviceId || i.deviceId) : '',
+        String(i.ratePerSecond), i.clientId, i.profileId,
+        i.liveAtMs === null ? '' : String(i.liveAtMs), i.deviceId, i.previousDeviceId,
+        i.markSeen ? '1' : '0',
+      ];
     }
     const call = (this.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>).tmIngestGate!;
-    call.call(this.redis, JSON.stringify(reqs)).then(
+    call.call(this.redis, JSON.stringify(reqs), this.keys.revoked, String(windowMs), String(SEEN_TTL_SECONDS)).then(
       (reply) => {
         let r: (number | string)[];
         try {
