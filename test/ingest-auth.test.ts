@@ -204,17 +204,20 @@ describe('ingest rate limit', () => {
   test('N+k requests within one second: some 429 with X-RateLimit-* and Retry-After; 202s carry X-RateLimit-*', async () => {
     const limit = 5;
     const limited = await env.client(projectId, 'write', limit);
-    // Verify the secret once (the auth cache), then burst right after a window starts, so the
-    // burst spans at most two one-second windows.
+    // Verify the secret once (the auth cache); a second later that request has left the window.
     assert.equal((await post(`${app.url}/track`, track('rl_warm'), limited)).status, 202);
-    await sleep(1000 - (Date.now() % 1000) + 20);
+    await sleep(1100);
+    const started = Date.now();
     const answers = await Promise.all(Array.from({ length: 3 * limit }, (_, i) => post(`${app.url}/track`, track('rl', { i }), limited)));
     const ok = answers.filter((a) => a.status === 202);
     const tooMany = answers.filter((a) => a.status === 429);
     assert.equal(ok.length + tooMany.length, answers.length, `statuses ${answers.map((a) => a.status)}`);
-    // At most two one-second windows are touched: at most 2N accepted.
-    assert.ok(ok.length >= 1 && ok.length <= 2 * limit, `${ok.length} accepted`);
-    assert.ok(tooMany.length >= limit, `${tooMany.length} refused`);
+    // A sliding window: exactly N of a burst shorter than the window, wherever the clock's
+    // second boundaries fall.
+    if (Date.now() - started < 900) {
+      assert.equal(ok.length, limit, `${ok.length} accepted`);
+      assert.equal(tooMany.length, 2 * limit, `${tooMany.length} refused`);
+    }
     for (const a of ok) {
       assert.equal(a.headers.get('x-ratelimit-limit'), String(limit));
       const remaining = Number(a.headers.get('x-ratelimit-remaining'));

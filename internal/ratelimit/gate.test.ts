@@ -38,7 +38,39 @@ test('a visit that crosses midnight keeps the device id made with the previous s
   assert.equal(fresh.outcome === 'ok' && fresh.deviceId, 'other-new');
 });
 
-test('fixed-window rate limit with remaining and reset, and revocation wins over everything', async () => {
+test('sliding window: never more than the limit in any window-long span, wherever it starts', async () => {
+  const client = `c-${randomBytes(3).toString('hex')}`;
+  const ask = () => gate.ingest({ ...base, clientId: client, ratePerSecond: 3, deviceId: 'd', previousDeviceId: '', markSeen: false, nowMs: Date.now() });
+  const t0 = Date.now();
+  const first = [await ask(), await ask(), await ask()];
+  assert.deepEqual(first.map((r) => r.outcome), ['ok', 'ok', 'ok']);
+  assert.deepEqual(first.map((r) => r.outcome === 'ok' && r.rate?.remaining), [2, 1, 0]);
+  // 600 ms later a fixed one-second window aligned to the clock may have rolled over; this one has not.
+  await new Promise((r) => setTimeout(r, 600));
+  const refused = await ask();
+  assert.equal(refused.outcome, 'limited');
+  assert.ok(refused.outcome === 'limited' && refused.rate.remaining === 0 && refused.rate.resetSeconds === 1, JSON.stringify(refused));
+  // Once the first three are a window old, the client is admitted again (refusals were not logged).
+  await new Promise((r) => setTimeout(r, Math.max(0, t0 + 1050 - Date.now())));
+  const again = await ask();
+  assert.equal(again.outcome, 'ok');
+  assert.ok(again.outcome === 'ok' && again.rate?.remaining === 2, JSON.stringify(again));
+});
+
+test('read limit: Reset is the seconds until the oldest admitted request leaves the window', async () => {
+  const client = `c-${randomBytes(3).toString('hex')}`;
+  const now = Date.now();
+  const a = await gate.read(client, 2, 10_000, now);
+  assert.ok(a.outcome === 'ok' && a.rate?.remaining === 1 && a.rate.resetSeconds === 10, JSON.stringify(a));
+  await new Promise((r) => setTimeout(r, 1100));
+  const b = await gate.read(client, 2, 10_000, now);
+  assert.ok(b.outcome === 'ok' && b.rate?.remaining === 0 && b.rate.resetSeconds === 9, JSON.stringify(b));
+  const c = await gate.read(client, 2, 10_000, now);
+  assert.ok(c.outcome === 'limited' && c.rate.remaining === 0 && c.rate.resetSeconds === 9, JSON.stringify(c));
+  assert.equal(await redis.zcard(keys.rate('read', client)), 2, 'a refused request is not logged');
+});
+
+test('rate limit with remaining and reset, and revocation wins over everything', async () => {
   const now = Date.now();
   const client = `c-${randomBytes(3).toString('hex')}`;
   const results = [];

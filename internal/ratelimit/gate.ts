@@ -1,6 +1,14 @@
 // One Redis round trip per request (ingest: per event-loop turn): revocation check +
-// fixed-window rate limit, and for ingest also the device choice across the salt change and
+// sliding-window rate limit, and for ingest also the device choice across the salt change and
 // the live-visitor update.
+//
+// The rate limit is a sliding log in a sorted set per (scope, client): one member per admitted
+// request, scored by Redis' own clock (TIME, so every API process agrees). A request is
+// admitted when fewer than `limit` members are younger than the window; so no `limit + 1`
+// requests are ever admitted within any window-long span, wherever it starts (a fixed window
+// aligned to the clock admits up to 2 x limit across its boundary). Refused requests are not
+// logged. X-RateLimit-Reset (and Retry-After) is the time until the oldest admitted request
+// leaves the window, i.e. until a refused client is admitted again.
 import type { Redis, RedisKeys } from '../redis/redis';
 
 // One call decides a whole batch of ingest requests (all those that arrived in one event-loop
@@ -14,14 +22,18 @@ import type { Redis, RedisKeys } from '../redis/redis';
 //   r: 1 rate key, 2 live key, 3 seen(device), 4 seen(previous or device), 5 limit,
 //      6 client id, 7 profile id, 8 live-at ms or '', 9 device id, 10 previous device id or '',
 //      11 mark seen '1'/'0'
-//   ARGV: 1 requests, 2 revoked-clients key, 3 rate window ms, 4 seen TTL seconds
+//   ARGV: 1 requests, 2 revoked-clients key, 3 rate window ms, 4 seen TTL seconds,
+//         5 sequence key (unique log members across processes: one INCR per call)
 const INGEST_SCRIPT = `
 local reqs = cjson.decode(ARGV[1])
 local revoked = ARGV[2]
-local windowMs = ARGV[3]
+local windowMs = tonumber(ARGV[3])
 local seenTtl = ARGV[4]
+local seqKey = ARGV[5]
+local seq = nil
+local now = nil
 local out = {}
-for _, r in ipairs(reqs) do
+for n, r in ipairs(reqs) do
   local code = 1
   local count = 0
   local ttl = 0
@@ -32,13 +44,23 @@ for _, r in ipairs(reqs) do
   else
     local limit = tonumber(r[5])
     if limit > 0 then
-      count = redis.call('INCR', r[1])
-      if count == 1 then redis.call('PEXPIRE', r[1], windowMs) end
-      ttl = redis.call('PTTL', r[1])
-      if count > limit then
+      if now == nil then
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        seq = redis.call('INCR', seqKey)
+      end
+      redis.call('ZREMRANGEBYSCORE', r[1], '-inf', now - windowMs)
+      count = redis.call('ZCARD', r[1])
+      if count >= limit then
         code = 0
         device = ''
+      else
+        redis.call('ZADD', r[1], now, seq .. ':' .. n)
+        redis.call('PEXPIRE', r[1], windowMs)
+        count = count + 1
       end
+      local oldest = redis.call('ZRANGE', r[1], 0, 0, 'WITHSCORES')
+      ttl = tonumber(oldest[2]) + windowMs - now
     end
     if code == 1 then
       if r[10] ~= '' and redis.call('EXISTS', r[3]) == 0 and redis.call('EXISTS', r[4]) == 1 then
@@ -65,16 +87,27 @@ return cjson.encode(out)
 
 // Reads: revocation + rate limit; with a third key (a project's live set, /live) also the
 // live count, trimmed and counted in the same call: one round trip for the whole request.
+// ARGV: 1 limit, 2 client id, 3 window ms, 4 live cutoff ms, 5 sequence key.
 const READ_SCRIPT = `
 if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return {-1, 0, 0, -1} end
 local limit = tonumber(ARGV[1])
 local count = 0
 local ttl = 0
 if limit > 0 then
-  count = redis.call('INCR', KEYS[1])
-  if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-  ttl = redis.call('PTTL', KEYS[1])
-  if count > limit then return {0, count, ttl, -1} end
+  local windowMs = tonumber(ARGV[3])
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - windowMs)
+  count = redis.call('ZCARD', KEYS[1])
+  local admitted = count < limit
+  if admitted then
+    redis.call('ZADD', KEYS[1], now, redis.call('INCR', ARGV[5]))
+    redis.call('PEXPIRE', KEYS[1], windowMs)
+    count = count + 1
+  end
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  ttl = tonumber(oldest[2]) + windowMs - now
+  if not admitted then return {0, count, ttl, -1} end
 end
 local live = -1
 if KEYS[3] then
@@ -87,7 +120,7 @@ return {1, count, ttl, live}
 export interface RateState {
   limit: number;
   remaining: number;
-  /** Seconds until the window resets. */
+  /** Seconds until the oldest admitted request leaves the window (a refused client may retry then). */
   resetSeconds: number;
 }
 
@@ -175,7 +208,7 @@ export class Gate {
       const i = batch[n]!.input;
       const seen = i.previousDeviceId !== '' || i.markSeen;
       reqs[n] = [
-        this.keys.rate('ingest', i.clientId, Math.floor(i.nowMs / windowMs)),
+        this.keys.rate('ingest', i.clientId),
         this.keys.live(i.projectId),
         seen ? this.keys.seen(i.deviceId) : '',
         seen ? this.keys.seen(i.previousDeviceId || i.deviceId) : '',
@@ -185,7 +218,7 @@ export class Gate {
       ];
     }
     const call = (this.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>).tmIngestGate!;
-    call.call(this.redis, JSON.stringify(reqs), this.keys.revoked, String(windowMs), String(SEEN_TTL_SECONDS)).then(
+    call.call(this.redis, JSON.stringify(reqs), this.keys.revoked, String(windowMs), String(SEEN_TTL_SECONDS), this.keys.rateSeq).then(
       (reply) => {
         let r: (number | string)[];
         try {
@@ -214,11 +247,10 @@ export class Gate {
 
   /** Insights and export: revocation + `limit` requests per `windowMs`. */
   async read(clientId: string, limit: number, windowMs: number, nowMs: number): Promise<GateResult> {
-    const window = Math.floor(nowMs / windowMs);
     const r = (await (this.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown[]>>).tmReadGate!(
-      this.keys.rate('read', clientId, window),
+      this.keys.rate('read', clientId),
       this.keys.revoked,
-      limit, clientId, windowMs,
+      limit, clientId, windowMs, nowMs - LIVE_WINDOW_MS, this.keys.rateSeq,
     )) as [number, number, number];
     return toResult(r, limit, windowMs, '');
   }
@@ -228,12 +260,11 @@ export class Gate {
    * in the same Redis call; `live` is null unless the outcome is 'ok'.
    */
   async readLive(clientId: string, limit: number, windowMs: number, nowMs: number, projectId: string): Promise<{ result: GateResult; live: number | null }> {
-    const window = Math.floor(nowMs / windowMs);
     const r = (await (this.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown[]>>).tmReadLiveGate!(
-      this.keys.rate('read', clientId, window),
+      this.keys.rate('read', clientId),
       this.keys.revoked,
       this.keys.live(projectId),
-      limit, clientId, windowMs, nowMs - LIVE_WINDOW_MS,
+      limit, clientId, windowMs, nowMs - LIVE_WINDOW_MS, this.keys.rateSeq,
     )) as [number, number, number, number];
     const result = toResult(r, limit, windowMs, '');
     return { result, live: result.outcome === 'ok' ? Number(r[3]) : null };

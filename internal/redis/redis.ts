@@ -7,7 +7,10 @@ export type { Redis };
 
 export function redisKeys(ns: string) {
   return {
-    rate: (scope: string, clientId: string, window: number) => `${ns}:rl:${scope}:${clientId}:${window}`,
+    /** Sliding-window log of one client's admitted requests (sorted set; internal/ratelimit/gate.ts). */
+    rate: (scope: string, clientId: string) => `${ns}:rl:log:${scope}:${clientId}`,
+    /** Sequence of rate-log members (unique across API processes). */
+    rateSeq: `${ns}:rl:seq`,
     revoked: `${ns}:revoked-clients`,
     live: (projectId: string) => `${ns}:live:${projectId}`,
     seen: (deviceId: string) => `${ns}:seen:${deviceId}`,
