@@ -12,6 +12,12 @@ export function errorResponse(err: unknown, family: RouteFamily): HttpResponse {
     if (family === 'ingest') body.status = 400;
     return { status: 400, headers, body };
   }
+  // semantics.md: ingest 401/403 bodies are exactly {error, status}; the reason ("missing
+  // client secret ...") travels in the X-Error-Reason header. Other ingest errors (413, 415,
+  // 429, 503) keep a human message in the body.
+  if (family === 'ingest' && (err.status === 401 || err.status === 403)) {
+    return { status: err.status, headers: { ...headers, 'X-Error-Reason': err.message }, body: { error: err.title, status: err.status } };
+  }
   if (family === 'ingest') return { status: err.status, headers, body: { error: err.title, status: err.status, message: err.message } };
   return { status: err.status, headers, body: { error: err.title, message: err.message } };
 }
