@@ -19,7 +19,7 @@ import { parseChartParams } from './params';
 import { chartPropertyRollup } from './property-rollups';
 import { EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { bucketStarts, resolvePeriod } from '../query/period';
-import { createSqlDb, dropSqlDb, migrationFiles, migrationSql } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, logHour, searchParams } from '../../test/support/sql-db';
 import { startTimescale } from '../../test/support/timescale';
 import { migrate } from '../store/migrate';
 import type { Pool } from '../store/db';
@@ -115,11 +115,7 @@ async function insertLate(projectId: string, at: Date, n: number): Promise<void>
        FROM generate_series(0, $3::int - 1) i`,
       [projectId, at.toISOString(), n],
     );
-    await c.query(
-      `INSERT INTO rollup_invalidations (project_id, bucket, shard) VALUES ($1, date_trunc('hour', $2::timestamptz, 'UTC'), 7)
-       ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
-      [projectId, at.toISOString()],
-    );
+    await logHour(c, projectId, at, 7);
     await c.query('COMMIT');
   } finally {
     c.release();
@@ -160,11 +156,7 @@ after(async () => {
 
 // ---------------------------------------------------------------------------------------
 
-function query(params: Record<string, unknown>): URLSearchParams {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) q.set(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
-  return q;
-}
+const query = searchParams;
 
 async function both(db: pg.Pool, projectId: string, q: Record<string, unknown>, now = NOW): Promise<[ChartResponse, ChartResponse]> {
   const params = parseChartParams(query(q));

@@ -15,7 +15,7 @@ import { getEventsPage, resolveBound, type ExportOptions } from './events';
 import { parseChartParams, parseEventsParams } from './params';
 import { chartRollup, countSpan, EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { bucketStarts, resolvePeriod } from '../query/period';
-import { createSqlDb, dropSqlDb } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, logHour, searchParams } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_export_rollups_${randomBytes(6).toString('hex')}`;
 const HOUR = 3_600_000;
@@ -105,11 +105,7 @@ async function insertLate(projectId: string, at: Date, n: number): Promise<void>
        FROM generate_series(0, $3::int - 1) i`,
       [projectId, at.toISOString(), n],
     );
-    await c.query(
-      `INSERT INTO rollup_invalidations (project_id, bucket, shard) VALUES ($1, date_trunc('hour', $2::timestamptz, 'UTC'), 7)
-       ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
-      [projectId, at.toISOString()],
-    );
+    await logHour(c, projectId, at, 7);
     await c.query('COMMIT');
   } finally {
     c.release();
@@ -154,11 +150,7 @@ after(async () => {
 const RAW: ExportOptions = { path: 'raw' };
 const AUTO: ExportOptions = {};
 
-function query(params: Record<string, unknown>): URLSearchParams {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) q.set(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
-  return q;
-}
+const query = searchParams;
 
 /** One /export/events page both ways; returns the auto answer and whether it used the rollups. */
 async function pageBothWays(projectId: string, q: Record<string, unknown>): Promise<{ totalCount: number; rollup: boolean }> {

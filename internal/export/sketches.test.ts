@@ -21,7 +21,7 @@ import { getChart, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
 import { EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { chartSketchPlan } from './sketches';
-import { createSqlDb, dropSqlDb } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, logHour, searchParams } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_export_sketches_${randomBytes(6).toString('hex')}`;
 
@@ -79,11 +79,7 @@ async function insertLate(projectId: string, at: Date, n: number, prefix: string
        FROM generate_series(0, $3::int - 1) i`,
       [projectId, at.toISOString(), n, prefix],
     );
-    await c.query(
-      `INSERT INTO rollup_invalidations (project_id, bucket, shard) VALUES ($1, date_trunc('hour', $2::timestamptz, 'UTC'), 3)
-       ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
-      [projectId, at.toISOString()],
-    );
+    await logHour(c, projectId, at, 3);
     await c.query('COMMIT');
   } finally {
     c.release();
@@ -112,11 +108,7 @@ after(async () => {
 
 // ---------------------------------------------------------------------------------------
 
-function query(params: Record<string, unknown>): URLSearchParams {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) q.set(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
-  return q;
-}
+const query = searchParams;
 
 const tzOf = (projectId: string) => PROJECTS.find((p) => p.id === projectId)!.timezone;
 

@@ -39,3 +39,22 @@ export async function dropSqlDb(pool: pg.Pool | undefined, name: string): Promis
   await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
   await admin.end();
 }
+
+/**
+ * Logs the hour of `at` in rollup_invalidations as the worker does when it writes events or
+ * sessions of that hour (a new entry, or a new version of this shard's entry).
+ */
+export async function logHour(db: pg.ClientBase | pg.Pool, projectId: string, at: Date, shard = 0): Promise<void> {
+  await db.query(
+    `INSERT INTO rollup_invalidations (project_id, bucket, shard) VALUES ($1, date_trunc('hour', $2::timestamptz, 'UTC'), $3)
+     ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
+    [projectId, at.toISOString(), shard],
+  );
+}
+
+/** Query parameters as a request sends them: objects and arrays JSON-encoded. */
+export function searchParams(params: Record<string, unknown>): URLSearchParams {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) q.set(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
+  return q;
+}
