@@ -18,6 +18,7 @@ import { resolvePeriod } from '../query/period';
 import { refreshRollups } from '../store/rollups';
 import { CUBE_DIMENSIONS, cubeFor, HLL_ERROR_BOUND, planFor, rollupDimensionFor, rollupMetricsSql, type PlanTarget } from './rollups';
 import { getBreakdown, getMetrics, type InsightsOptions } from './service';
+import { dropSqlDb } from '../../test/support/sql-db';
 
 const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DB_NAME = `tidemark_test_frollups_${randomBytes(6).toString('hex')}`;
@@ -104,13 +105,7 @@ async function createDb(name: string): Promise<pg.Pool> {
   return new pg.Pool({ connectionString: `${SERVER_URL}/${name}`, max: 8 });
 }
 
-async function dropDb(db: pg.Pool | undefined, name: string): Promise<void> {
-  await db?.end();
-  const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.end();
-}
+const dropDb = dropSqlDb;
 
 before(async () => {
   pool = await createDb(DB_NAME);

@@ -13,6 +13,7 @@ import { QueryTimeoutError } from '../query/errors';
 import { parsePageParams, parsePeriodParams, type Filter, type PageParams } from '../query/params';
 import { refreshRollups } from '../store/rollups';
 import { mulberry32 } from '../../test/support/random';
+import { dropSqlDb } from '../../test/support/sql-db';
 import {
   getBreakdown,
   getMetrics,
@@ -465,20 +466,7 @@ before(async () => {
   }
 });
 
-after(async () => {
-  await pool?.end();
-  const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
-  await admin.connect();
-  // pool.end() resolves before the server has seen every socket close; wait for that,
-  // so FORCE does not kill a closing connection (an uncaught error in this process).
-  for (let i = 0; i < 50; i++) {
-    const { rows } = await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [DB_NAME]);
-    if (rows[0]?.n === 0) break;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  await admin.query(`DROP DATABASE IF EXISTS ${DB_NAME} WITH (FORCE)`);
-  await admin.end();
-});
+after(() => dropSqlDb(pool, DB_NAME));
 
 // ---------------------------------------------------------------------------------------
 // Helpers

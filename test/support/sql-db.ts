@@ -31,13 +31,26 @@ export async function createSqlDb(name: string, o: { max?: number; edit?: (file:
   return pool;
 }
 
-/** Closes the pool and drops the database. */
+/**
+ * Closes the pool and drops the database. pool.end() resolves once its clients have SENT their
+ * goodbye, not when their server processes are gone; DROP ... WITH (FORCE) then terminates a
+ * backend still closing, and the FATAL it sends can reach a closing client as an uncaught
+ * error (seen under load in CI). So wait (up to 10 s) for the database's backends to go first.
+ */
 export async function dropSqlDb(pool: pg.Pool | undefined, name: string): Promise<void> {
   await pool?.end();
   const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
   await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
-  await admin.end();
+  try {
+    for (let i = 0; i < 100; i++) {
+      const { rows } = await admin.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [name]);
+      if (rows[0]?.n === 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
 }
 
 /**
