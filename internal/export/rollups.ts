@@ -16,6 +16,11 @@
 // whole-hour offsets; not Asia/Kolkata, not minute intervals). Only unfiltered reads: the
 // rollups keep no per-event data. Distinct counts (user, session, ...) are not additive over
 // hours and always read raw. Callers can force the raw path ('raw') for reference.
+//
+// Charts also read whole local days (sql/014_event_counts_daily.sql): a day listed complete in
+// event_counts_days, with no hour in the log, that lies inside one chart bucket reads its
+// event_counts_daily rows instead of its ~24 hourly rows; the span's other hours not in the
+// log read their hourly rows by one index probe per hour (rollupGroupedSql).
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
@@ -135,6 +140,8 @@ export interface ChartRollup {
   value: string | null;
   /** events_hourly rows: keep only what charts count (no bots, no session_start/session_end). */
   chartedOnly: boolean;
+  /** The event_counts_daily dimension (sql/014): '' without a breakdown or on `name`, else the column. */
+  dimension: string;
 }
 
 /**
@@ -157,9 +164,9 @@ export function chartRollup(
   if (!(to > from)) return null;
   const span = { from: new Date(from), to: new Date(to) };
   const bd = breakdowns[0]?.name;
-  if (bd === undefined) return { span, relation: 'events_hourly', value: null, chartedOnly: true };
-  if (bd === 'name') return { span, relation: 'events_hourly', value: 'r.name', chartedOnly: true };
-  if (DIMENSIONS.has(bd)) return { span, relation: `events_${bd}_hourly`, value: 'r.value', chartedOnly: false };
+  if (bd === undefined) return { span, relation: 'events_hourly', value: null, chartedOnly: true, dimension: '' };
+  if (bd === 'name') return { span, relation: 'events_hourly', value: 'r.name', chartedOnly: true, dimension: '' };
+  if (DIMENSIONS.has(bd)) return { span, relation: `events_${bd}_hourly`, value: 'r.value', chartedOnly: false, dimension: bd };
   return null;
 }
 
@@ -180,17 +187,30 @@ export function rollupGroupedSql(
   const from = `${p.add(plan.span.from.toISOString())}::timestamptz`;
   const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
   const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
-  const rollupWhere = [
-    `r.project_id = ${project}`, `r.bucket >= ${from}`, `r.bucket < ${to}`, 'r.bucket NOT IN (SELECT inv.bucket FROM inv)',
-  ];
-  if (plan.chartedOnly) rollupWhere.push('NOT r.is_bot', `r.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`);
-  if (opts.name !== '*') rollupWhere.push(`r.name = ${p.add(opts.name)}`);
+  // Hourly rows of one hour `hrs.h` (alias r).
+  const hourWhere = [`x.project_id = ${project}`, 'x.bucket = hrs.h'];
+  if (plan.chartedOnly) hourWhere.push('NOT x.is_bot', `x.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`);
+  // Daily rows of one day `days.lo` (alias r): only charted events by construction.
+  const dayWhere = [`x.project_id = ${project}`, `x.dimension = ${p.add(plan.dimension)}`, 'x.bucket = days.lo'];
+  if (opts.name !== '*') {
+    const name = p.add(opts.name);
+    hourWhere.push(`x.name = ${name}`);
+    dayWhere.push(`x.name = ${name}`);
+  }
   const b = plan.value !== null;
   const rawKeys = `width_bucket(s.created_at, ${starts})${b ? `, ${opts.rawValue}` : ''}`;
   const rawGroup = b ? '1, 2' : '1';
   const parts = [
-    `SELECT width_bucket(r.bucket, ${starts}) AS bucket${b ? `, ${plan.value} AS b0` : ''}, r.count AS n
-        FROM ${plan.relation} r WHERE ${rollupWhere.join(' AND ')}`,
+    // Complete local days inside one chart bucket, none of their hours logged: daily rows
+    // (LATERAL, kept by OFFSET 0: primary-key probes, whatever the row estimates).
+    `SELECT days.bucket${b ? `, ${plan.value} AS b0` : ''}, r.count AS n
+        FROM days CROSS JOIN LATERAL (
+          SELECT * FROM event_counts_daily x WHERE ${dayWhere.join(' AND ')} OFFSET 0) r`,
+    // The span's other hours that are not logged: hourly rows, an index probe per hour
+    // (joined flat, the planner may scan every hourly row of the span and test it).
+    `SELECT width_bucket(hrs.h, ${starts})${b ? `, ${plan.value}` : ''}, r.count
+        FROM hrs CROSS JOIN LATERAL (
+          SELECT * FROM ${plan.relation} x WHERE ${hourWhere.join(' AND ')} OFFSET 0) r`,
     // Per invalidated hour an index range scan of that hour (OFFSET 0 keeps the subquery a
     // nested loop; joined flat, the planner may scan the whole period and filter).
     `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*) FROM inv CROSS JOIN LATERAL (
@@ -208,7 +228,35 @@ export function rollupGroupedSql(
   return `WITH inv AS MATERIALIZED (
         SELECT DISTINCT i.bucket FROM rollup_invalidations i
         WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
-      ), parts AS (
+      ),
+      -- complete local days (event_counts_days) inside the span and inside one chart bucket,
+      -- none of their hours logged
+      days AS MATERIALIZED (
+        SELECT width_bucket(m.bucket, ${starts}) AS bucket, m.bucket AS lo, m.bucket + m.hours * interval '1 hour' AS hi
+        FROM event_counts_days m
+        WHERE m.project_id = ${project} AND m.bucket >= ${from} AND m.bucket + m.hours * interval '1 hour' <= ${to}
+          AND width_bucket(m.bucket, ${starts}) = width_bucket(m.bucket + m.hours * interval '1 hour' - interval '1 microsecond', ${starts})
+          AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= m.bucket AND inv.bucket < m.bucket + m.hours * interval '1 hour')
+      ),
+      -- the span's other hours that are not logged (equality anti-join: hashed, linear however
+      -- long the span), only between the first and last hour with events (index probes of
+      -- events: long periods with little data probe few hours)
+      covered AS MATERIALIZED (
+        SELECT generate_series(days.lo, days.hi - interval '1 hour', interval '1 hour') AS h FROM days
+        UNION ALL
+        SELECT inv.bucket FROM inv
+      ),
+      held AS MATERIALIZED (
+        SELECT date_trunc('hour', (SELECT e.created_at FROM events e WHERE e.project_id = ${project} AND e.created_at >= ${from} AND e.created_at < ${to}
+                                   ORDER BY e.created_at LIMIT 1), 'UTC') AS lo,
+               date_trunc('hour', (SELECT e.created_at FROM events e WHERE e.project_id = ${project} AND e.created_at >= ${from} AND e.created_at < ${to}
+                                   ORDER BY e.created_at DESC LIMIT 1), 'UTC') AS hi
+      ),
+      hrs AS MATERIALIZED (
+        SELECT g.h FROM held CROSS JOIN LATERAL generate_series(held.lo, held.hi, interval '1 hour') AS g(h)
+        WHERE NOT EXISTS (SELECT 1 FROM covered c WHERE c.h = g.h)
+      ),
+      parts AS (
         ${parts.join('\n        UNION ALL\n        ')}
       )
       SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, sum(parts.n)::text AS value
