@@ -14,7 +14,7 @@ import pg from 'pg';
 import { refreshRollups } from '../store/rollups';
 import { getChart, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
-import { createSqlDb, dropSqlDb, logHour, migrationSql, searchParams } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, logHour, migrationSql, searchParams, insertLateEvents } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_counts_daily_${randomBytes(6).toString('hex')}`;
 const UP_DB = `tidemark_test_counts_daily_up_${randomBytes(6).toString('hex')}`;
@@ -57,23 +57,7 @@ async function generate(db: pg.Pool, projectId: string, seed: number, n: number)
   }
 }
 
-async function insertLate(projectId: string, at: Date, n: number): Promise<void> {
-  const c = await pool.connect();
-  try {
-    await c.query('BEGIN');
-    await c.query(
-      `INSERT INTO events (id, project_id, name, device_id, profile_id, created_at, country, path, is_bot)
-       SELECT gen_random_uuid(), $1, (ARRAY['screen_view', 'click', 'session_start'])[1 + i % 3], 'late', 'late', $2::timestamptz + i * interval '1 second',
-              (ARRAY['ZZ', 'DE'])[1 + i % 2], '/late', i % 7 = 0
-       FROM generate_series(0, $3::int - 1) i`,
-      [projectId, at.toISOString(), n],
-    );
-    await logHour(c, projectId, at, 5);
-    await c.query('COMMIT');
-  } finally {
-    c.release();
-  }
-}
+const insertLate = (projectId: string, at: Date, n: number) => insertLateEvents(pool, projectId, at, n, 5);
 
 async function refreshAll(db: pg.Pool): Promise<void> {
   while ((await refreshRollups(db, false, { before: NOW_HOUR, limit: 500 })).buckets > 0);

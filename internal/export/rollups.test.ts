@@ -15,7 +15,7 @@ import { getEventsPage, resolveBound, type ExportOptions } from './events';
 import { parseChartParams, parseEventsParams } from './params';
 import { chartRollup, countSpan, EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { bucketStarts, resolvePeriod } from '../query/period';
-import { createSqlDb, dropSqlDb, logHour, searchParams } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, logHour, searchParams, insertLateEvents } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_export_rollups_${randomBytes(6).toString('hex')}`;
 const HOUR = 3_600_000;
@@ -94,23 +94,7 @@ async function generate(projectId: string, seed: number): Promise<void> {
 }
 
 /** What the worker's commit does when it inserts events: log their hours (new versions). */
-async function insertLate(projectId: string, at: Date, n: number): Promise<void> {
-  const c = await pool.connect();
-  try {
-    await c.query('BEGIN');
-    await c.query(
-      `INSERT INTO events (id, project_id, name, device_id, profile_id, created_at, country, path, is_bot)
-       SELECT gen_random_uuid(), $1, (ARRAY['screen_view', 'click', 'session_start'])[1 + i % 3], 'late', 'late', $2::timestamptz + i * interval '1 second',
-              (ARRAY['ZZ', 'DE'])[1 + i % 2], '/late', i % 7 = 0
-       FROM generate_series(0, $3::int - 1) i`,
-      [projectId, at.toISOString(), n],
-    );
-    await logHour(c, projectId, at, 7);
-    await c.query('COMMIT');
-  } finally {
-    c.release();
-  }
-}
+const insertLate = (projectId: string, at: Date, n: number) => insertLateEvents(pool, projectId, at, n, 7);
 
 before(async () => {
   pool = await createSqlDb(DB_NAME);

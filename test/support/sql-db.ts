@@ -71,3 +71,26 @@ export function searchParams(params: Record<string, unknown>): URLSearchParams {
   for (const [k, v] of Object.entries(params)) q.set(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
   return q;
 }
+
+/**
+ * A worker's late commit: `n` events one second apart from `at` (screen_view, click and the
+ * service's session_start in turn; countries ZZ and DE; every 7th a bot) and their hour logged
+ * by writer shard `shard`, in one transaction.
+ */
+export async function insertLateEvents(db: pg.Pool, projectId: string, at: Date, n: number, shard: number): Promise<void> {
+  const c = await db.connect();
+  try {
+    await c.query('BEGIN');
+    await c.query(
+      `INSERT INTO events (id, project_id, name, device_id, profile_id, created_at, country, path, is_bot)
+       SELECT gen_random_uuid(), $1, (ARRAY['screen_view', 'click', 'session_start'])[1 + i % 3], 'late', 'late', $2::timestamptz + i * interval '1 second',
+              (ARRAY['ZZ', 'DE'])[1 + i % 2], '/late', i % 7 = 0
+       FROM generate_series(0, $3::int - 1) i`,
+      [projectId, at.toISOString(), n],
+    );
+    await logHour(c, projectId, at, shard);
+    await c.query('COMMIT');
+  } finally {
+    c.release();
+  }
+}
