@@ -74,6 +74,7 @@ import {
 import type { ExportOptions } from './events';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
 import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
+import { chartCube, cubeGroupedSql } from './cube';
 import { chartRollup, rollupGroupedSql, type ExportPath } from './rollups';
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
 import { chartPropertyRollup, propertyRollupGroupedSql } from './property-rollups';
@@ -311,9 +312,15 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
     const rollup = chartRollup(q.window, item.segment, q.filters, breakdowns, q.path);
     // Property segments under the same conditions: the hourly property rollups (./property-rollups.ts).
     const propertyRollup = rollup ? null : chartPropertyRollup(q.window, item.segment, item.property, q.filters, breakdowns, q.path);
+    // Event counts filtered on the low-cardinality columns: the event cube (./cube.ts).
+    const cube = rollup || propertyRollup ? null : chartCube(q.window, item.segment, q.filters, breakdowns, q.path);
     let grouped: string;
     if (rollup) {
       grouped = rollupGroupedSql(rollup, { projectId: q.projectId, name: item.name, window: q.window, rawWhere: where, rawValue: bExprs[0] ?? null }, p);
+    } else if (cube) {
+      grouped = cubeGroupedSql(cube, {
+        projectId: q.projectId, name: item.name, filters: q.filters, window: q.window, rawWhere: where, rawValue: bExprs[0] ?? null,
+      }, p);
     } else if (propertyRollup) {
       grouped = propertyRollupGroupedSql(propertyRollup, {
         projectId: q.projectId, name: item.name, segment: item.segment, window: q.window,

@@ -63,6 +63,7 @@ import {
   type TimeBound,
 } from './params';
 import { checkRegexes, mapRegexErrors, projectTimezone, TS_TEXT, withoutJit } from '../query/lookups';
+import { cubePlan, cubeTotalCountSql } from './cube';
 import { countSpan, totalCountSql, type ExportPath } from './rollups';
 
 export interface ExportOptions {
@@ -391,11 +392,16 @@ async function countAtOrBefore(
   path: ExportPath = 'auto',
 ): Promise<number> {
   const scope = { projectId: q.projectId, events: q.events, startIso: q.start?.iso, anchorIso: anchor.ts };
-  const span = countSpan(scope, { profileId: q.profileId, filters: q.params.filters, path });
+  const { filters } = q.params;
+  // Filtered on cube columns (and names): the event cube (./cube.ts); unfiltered: the rollups.
+  const cube = filters.length ? cubePlan(filters, undefined) : null;
+  const span = countSpan(scope, { profileId: q.profileId, filters: cube ? [] : filters, path });
   const p = new SqlParams();
-  const sql = span
-    ? totalCountSql(scope, span, p, (pp) => whereSql(q, pp), atOrBefore)
-    : `SELECT count(*)::text AS n FROM events e WHERE ${whereSql(q, p)} AND ${atOrBefore(p)}`;
+  const raw = (pp: SqlParams) => whereSql(q, pp);
+  let sql: string;
+  if (span && cube) sql = cubeTotalCountSql(scope, span, cube, filters, p, raw, atOrBefore);
+  else if (span) sql = totalCountSql(scope, span, p, raw, atOrBefore);
+  else sql = `SELECT count(*)::text AS n FROM events e WHERE ${whereSql(q, p)} AND ${atOrBefore(p)}`;
   const counted = await db.query<{ n: string }>(sql, p.values);
   return Number(counted.rows[0]?.n ?? 0);
 }

@@ -171,6 +171,19 @@ export function chartRollup(
 }
 
 /**
+ * Where one layered chart read takes its rows (alias `r` in `value`): `daySql` gives the rows
+ * of one complete local day `days.lo` listed in `daysTable`, `hourSql` those of one hour
+ * `hrs.h`; both with a `count` column and the breakdown column that `value` names. Each is
+ * read in a LATERAL subquery kept by OFFSET 0 (index probes, whatever the row estimates).
+ */
+export interface LayerSources {
+  daysTable: string;
+  daySql: string;
+  hourSql: string;
+  value: string | null;
+}
+
+/**
  * The `grouped` part of a chart series over the rollups, same columns and grouping sets as
  * the raw one: bucket (1-based width_bucket index; NULL on the total rows), b0 when there
  * is a breakdown, n (events) and value (text).
@@ -184,33 +197,48 @@ export function rollupGroupedSql(
   p: SqlParams,
 ): string {
   const project = p.add(opts.projectId);
-  const from = `${p.add(plan.span.from.toISOString())}::timestamptz`;
-  const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
-  const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
-  // Hourly rows of one hour `hrs.h` (alias r).
+  // Hourly rows of one hour `hrs.h` (alias x).
   const hourWhere = [`x.project_id = ${project}`, 'x.bucket = hrs.h'];
   if (plan.chartedOnly) hourWhere.push('NOT x.is_bot', `x.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`);
-  // Daily rows of one day `days.lo` (alias r): only charted events by construction.
+  // Daily rows of one day `days.lo` (alias x): only charted events by construction.
   const dayWhere = [`x.project_id = ${project}`, `x.dimension = ${p.add(plan.dimension)}`, 'x.bucket = days.lo'];
   if (opts.name !== '*') {
     const name = p.add(opts.name);
     hourWhere.push(`x.name = ${name}`);
     dayWhere.push(`x.name = ${name}`);
   }
-  const b = plan.value !== null;
+  return layeredGroupedSql({
+    daysTable: 'event_counts_days',
+    daySql: `SELECT * FROM event_counts_daily x WHERE ${dayWhere.join(' AND ')}`,
+    hourSql: `SELECT * FROM ${plan.relation} x WHERE ${hourWhere.join(' AND ')}`,
+    value: plan.value,
+  }, { ...opts, project, span: plan.span }, p);
+}
+
+/**
+ * A chart series read in layers (sources: the event rollups, ./rollups.ts, or the event
+ * cube, ./cube.ts): complete local days inside one chart bucket, none of their hours logged,
+ * from `daySql`; the span's other hours that are not logged from `hourSql` (one index probe
+ * per hour); logged hours and the partial hours at either edge from raw events.
+ */
+export function layeredGroupedSql(
+  src: LayerSources,
+  opts: { project: string; span: { from: Date; to: Date }; window: ChartWindow; rawWhere: string; rawValue: string | null },
+  p: SqlParams,
+): string {
+  const { project, span } = opts;
+  const from = `${p.add(span.from.toISOString())}::timestamptz`;
+  const to = `${p.add(span.to.toISOString())}::timestamptz`;
+  const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
+  const b = src.value !== null;
   const rawKeys = `width_bucket(s.created_at, ${starts})${b ? `, ${opts.rawValue}` : ''}`;
   const rawGroup = b ? '1, 2' : '1';
   const parts = [
-    // Complete local days inside one chart bucket, none of their hours logged: daily rows
-    // (LATERAL, kept by OFFSET 0: primary-key probes, whatever the row estimates).
-    `SELECT days.bucket${b ? `, ${plan.value} AS b0` : ''}, r.count AS n
-        FROM days CROSS JOIN LATERAL (
-          SELECT * FROM event_counts_daily x WHERE ${dayWhere.join(' AND ')} OFFSET 0) r`,
-    // The span's other hours that are not logged: hourly rows, an index probe per hour
-    // (joined flat, the planner may scan every hourly row of the span and test it).
-    `SELECT width_bucket(hrs.h, ${starts})${b ? `, ${plan.value}` : ''}, r.count
-        FROM hrs CROSS JOIN LATERAL (
-          SELECT * FROM ${plan.relation} x WHERE ${hourWhere.join(' AND ')} OFFSET 0) r`,
+    `SELECT days.bucket${b ? `, ${src.value} AS b0` : ''}, r.count AS n
+        FROM days CROSS JOIN LATERAL (${src.daySql} OFFSET 0) r`,
+    // (joined flat, the planner may scan every hourly row of the span and test it)
+    `SELECT width_bucket(hrs.h, ${starts})${b ? `, ${src.value}` : ''}, r.count
+        FROM hrs CROSS JOIN LATERAL (${src.hourSql} OFFSET 0) r`,
     // Per invalidated hour an index range scan of that hour (OFFSET 0 keeps the subquery a
     // nested loop; joined flat, the planner may scan the whole period and filter).
     `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*) FROM inv CROSS JOIN LATERAL (
@@ -218,10 +246,10 @@ export function rollupGroupedSql(
           WHERE ${opts.rawWhere} AND s.created_at >= inv.bucket AND s.created_at < inv.bucket + interval '1 hour' OFFSET 0) x
         GROUP BY ${rawGroup}`,
   ];
-  if (plan.span.from.getTime() > opts.window.start.getTime()) {
+  if (span.from.getTime() > opts.window.start.getTime()) {
     parts.push(`SELECT ${rawKeys}, count(*) FROM events s WHERE ${opts.rawWhere} AND s.created_at < ${from} GROUP BY ${rawGroup}`);
   }
-  if (plan.span.to.getTime() < opts.window.end.getTime()) {
+  if (span.to.getTime() < opts.window.end.getTime()) {
     parts.push(`SELECT ${rawKeys}, count(*) FROM events s WHERE ${opts.rawWhere} AND s.created_at >= ${to} GROUP BY ${rawGroup}`);
   }
   const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
@@ -229,19 +257,31 @@ export function rollupGroupedSql(
         SELECT DISTINCT i.bucket FROM rollup_invalidations i
         WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
       ),
-      -- complete local days (event_counts_days) inside the span and inside one chart bucket,
+      -- complete local days (${src.daysTable}) inside the span and inside one chart bucket,
       -- none of their hours logged
       days AS MATERIALIZED (
         SELECT width_bucket(m.bucket, ${starts}) AS bucket, m.bucket AS lo, m.bucket + m.hours * interval '1 hour' AS hi
-        FROM event_counts_days m
+        FROM ${src.daysTable} m
         WHERE m.project_id = ${project} AND m.bucket >= ${from} AND m.bucket + m.hours * interval '1 hour' <= ${to}
           AND width_bucket(m.bucket, ${starts}) = width_bucket(m.bucket + m.hours * interval '1 hour' - interval '1 microsecond', ${starts})
           AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= m.bucket AND inv.bucket < m.bucket + m.hours * interval '1 hour')
       ),
-      -- the span's other hours that are not logged (equality anti-join: hashed, linear however
-      -- long the span), only between the first and last hour with events (index probes of
-      -- events: long periods with little data probe few hours)
-      covered AS MATERIALIZED (
+      ${coveredHoursSql(project, from, to)},
+      parts AS (
+        ${parts.join('\n        UNION ALL\n        ')}
+      )
+      SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, sum(parts.n)::text AS value
+      FROM parts GROUP BY GROUPING SETS (${sets})`;
+}
+
+/**
+ * CTEs `covered`, `held` and `hrs` (after `inv` and `days`, which has lo and hi): hrs holds the
+ * span's hours that are neither in a day of `days` nor logged (equality anti-join: hashed,
+ * linear however long the span), only between the first and last hour with events of the
+ * project (index probes of events: long periods with little data probe few hours).
+ */
+export function coveredHoursSql(project: string, from: string, to: string): string {
+  return `covered AS MATERIALIZED (
         SELECT generate_series(days.lo, days.hi - interval '1 hour', interval '1 hour') AS h FROM days
         UNION ALL
         SELECT inv.bucket FROM inv
@@ -255,10 +295,5 @@ export function rollupGroupedSql(
       hrs AS MATERIALIZED (
         SELECT g.h FROM held CROSS JOIN LATERAL generate_series(held.lo, held.hi, interval '1 hour') AS g(h)
         WHERE NOT EXISTS (SELECT 1 FROM covered c WHERE c.h = g.h)
-      ),
-      parts AS (
-        ${parts.join('\n        UNION ALL\n        ')}
-      )
-      SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, sum(parts.n)::text AS value
-      FROM parts GROUP BY GROUPING SETS (${sets})`;
+      )`;
 }

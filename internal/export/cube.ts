@@ -1,0 +1,206 @@
+// Filtered export reads over the event cube (sql/015_event_cube.sql).
+//
+// The per-column event rollups (./rollups.ts) keep one column per row, so a chart or a
+// totalCount FILTERED on a column (e.g. events per country where device = mobile) read every
+// raw event of the period. The cube keeps event counts per hour and combination of the nine
+// low-cardinality columns (CUBE_DIMENSIONS, the session cube's list), with the event name and
+// bot flag; and per complete local day, per pair of those columns. So when every filter
+// names a cube column (or `name`) and the breakdown is one of them, `name` or none:
+//   - complete local days (event_cube_days, no hour logged; for charts inside one bucket)
+//     read one pair's daily rows, when the filters and breakdown name at most two columns;
+//   - the other whole hours not logged read their hourly cube rows (an index probe per hour);
+//   - logged hours and the partial hours at either edge read raw events, as everywhere.
+// The filters are compiled once per layer against rows whose columns carry the events' own
+// names, so they test the cube rows exactly as they test events.
+import { CUBE_DIMENSIONS } from '../insights/rollups';
+import { RESERVED_EVENT_NAMES } from '../model/event';
+import { compileAll, type SqlParams } from '../query/filters';
+import type { Filter } from '../query/params';
+import type { ChartSegment } from './params';
+import {
+  ADDITIVE_SEGMENTS, HOUR_MS, layeredGroupedSql,
+  type ChartWindow, type CountScope, type ExportPath, type HourSpan,
+} from './rollups';
+
+type CubeColumn = (typeof CUBE_DIMENSIONS)[number];
+const CUBE: ReadonlySet<string> = new Set(CUBE_DIMENSIONS);
+
+/** How a filtered read uses the cube. */
+export interface CubePlan {
+  /** The daily pair read, or null when the filters and breakdown name more than two columns. */
+  pair: { key: string; a: CubeColumn; b: CubeColumn } | null;
+  /** The breakdown column of a cube row (alias r), or null without a breakdown. */
+  value: string | null;
+}
+
+/**
+ * Whether a read filtered by `filters` (and broken down by `breakdown`) can use the cube:
+ * at least one filter, every filter on a cube column or `name`, the breakdown (if any) one
+ * of them too. The pair is the two columns named (in CUBE_DIMENSIONS order), completed with
+ * the first other column when fewer are named.
+ */
+export function cubePlan(filters: readonly Filter[], breakdown: string | undefined): CubePlan | null {
+  if (filters.length === 0) return null;
+  const named = new Set<string>();
+  for (const f of filters) {
+    if (f.name === 'name') continue;
+    if (!CUBE.has(f.name)) return null;
+    named.add(f.name);
+  }
+  if (breakdown !== undefined && breakdown !== 'name') {
+    if (!CUBE.has(breakdown)) return null;
+    named.add(breakdown);
+  }
+  const value = breakdown === undefined ? null : `r.${breakdown}`;
+  if (named.size > 2) return { pair: null, value };
+  const cols = CUBE_DIMENSIONS.filter((d) => named.has(d));
+  for (const d of CUBE_DIMENSIONS) if (cols.length < 2 && !named.has(d)) cols.push(d);
+  cols.sort((x, y) => CUBE_DIMENSIONS.indexOf(x) - CUBE_DIMENSIONS.indexOf(y));
+  const [a, b] = cols as [CubeColumn, CubeColumn];
+  return { pair: { key: `${a},${b}`, a, b }, value };
+}
+
+interface CubeRows {
+  project: string;
+  /** Event names to keep (empty: all). */
+  names: readonly string[];
+  /** Only what charts count: no bots, no session_start / session_end. */
+  chartedOnly: boolean;
+  filters: readonly Filter[];
+}
+
+function rowConditions(q: CubeRows, p: SqlParams): string[] {
+  const c: string[] = [];
+  if (q.chartedOnly) c.push('NOT x.is_bot', `x.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`);
+  if (q.names.length === 1) c.push(`x.name = ${p.add(q.names[0])}`);
+  else if (q.names.length > 1) c.push(`x.name = ANY(${p.add([...q.names])}::text[])`);
+  return c;
+}
+
+const indexed = (filters: readonly Filter[]) => filters.map((filter, index) => ({ filter, index }));
+
+/** The hourly cube rows of hour `hrs.h` that pass the filters (columns: the cube's own). */
+function hourSql(q: CubeRows, p: SqlParams): string {
+  const c = [`x.project_id = ${q.project}`, 'x.bucket = hrs.h', ...rowConditions(q, p), compileAll(indexed(q.filters), 'x', p)];
+  return `SELECT * FROM event_cube_hourly x WHERE ${c.join(' AND ')}`;
+}
+
+/**
+ * The daily pair rows of day `days.lo` that pass the filters, the pair's a and b renamed to
+ * their columns (so the filters and the breakdown read them by name). Without a pair (more
+ * than two columns named) no day is read: `days` is empty then.
+ */
+function daySql(plan: CubePlan, q: CubeRows, p: SqlParams): string {
+  if (!plan.pair) return 'SELECT * FROM event_cube_hourly x WHERE false';
+  const { key, a, b } = plan.pair;
+  const c = [`x.project_id = ${q.project}`, `x.pair = ${p.add(key)}`, 'x.bucket = days.lo', ...rowConditions(q, p)];
+  // Identifiers: a and b come from CUBE_DIMENSIONS only.
+  return `SELECT * FROM (SELECT x.name, x.count, x.a AS ${a}, x.b AS ${b} FROM event_cube_pairs_daily x WHERE ${c.join(' AND ')} OFFSET 0) x
+          WHERE ${compileAll(indexed(q.filters), 'x', p)}`;
+}
+
+/** The days table a plan reads: event_cube_days, or none (an empty relation) without a pair. */
+const daysTable = (plan: CubePlan) => (plan.pair ? 'event_cube_days' : '(SELECT NULL::text AS project_id, NULL::timestamptz AS bucket, 1 AS hours WHERE false)');
+
+// ---------------------------------------------------------------------------------------
+// /export/charts
+
+export interface ChartCube {
+  plan: CubePlan;
+  /** Whole hours inside the window. */
+  span: { from: Date; to: Date };
+}
+
+/**
+ * Whether a chart series over `window` reads the cube: segment `event`, filters the cube can
+ * apply (cubePlan), at most one breakdown, every bucket boundary inside the window on a whole
+ * UTC hour, and a whole hour inside the window.
+ */
+export function chartCube(
+  window: ChartWindow,
+  segment: ChartSegment,
+  filters: readonly Filter[],
+  breakdowns: readonly { name: string }[],
+  path: ExportPath = 'auto',
+): ChartCube | null {
+  if (path === 'raw' || !ADDITIVE_SEGMENTS.has(segment) || breakdowns.length > 1) return null;
+  const plan = cubePlan(filters, breakdowns[0]?.name);
+  if (!plan) return null;
+  const startMs = window.start.getTime();
+  if (!window.buckets.every((b) => b.getTime() <= startMs || b.getTime() % HOUR_MS === 0)) return null;
+  const from = Math.ceil(startMs / HOUR_MS) * HOUR_MS;
+  const to = Math.floor(window.end.getTime() / HOUR_MS) * HOUR_MS;
+  if (!(to > from)) return null;
+  return { plan, span: { from: new Date(from), to: new Date(to) } };
+}
+
+/** The `grouped` part of a chart series over the cube (same columns as rollupGroupedSql's). */
+export function cubeGroupedSql(
+  cube: ChartCube,
+  opts: { projectId: string; name: string; filters: readonly Filter[]; window: ChartWindow; rawWhere: string; rawValue: string | null },
+  p: SqlParams,
+): string {
+  const q: CubeRows = { project: p.add(opts.projectId), names: opts.name === '*' ? [] : [opts.name], chartedOnly: true, filters: opts.filters };
+  return layeredGroupedSql(
+    { daysTable: daysTable(cube.plan), daySql: daySql(cube.plan, q, p), hourSql: hourSql(q, p), value: cube.plan.value },
+    { project: q.project, span: cube.span, window: opts.window, rawWhere: opts.rawWhere, rawValue: opts.rawValue },
+    p,
+  );
+}
+
+// ---------------------------------------------------------------------------------------
+// /export/events meta.totalCount
+
+/**
+ * One statement giving `n` (text): the events matching `rawWhere` (alias `e`: project,
+ * start/end, names and the filters) at or before the anchor, over the cube for the whole hours
+ * of `span` (complete days from the pair rows, other unlogged hours with events from the hourly
+ * rows) and
+ * raw events for the logged hours and the edges. Every event counts (bots, session_start and
+ * session_end too), as in the export.
+ */
+export function cubeTotalCountSql(
+  scope: CountScope,
+  span: HourSpan,
+  plan: CubePlan,
+  filters: readonly Filter[],
+  p: SqlParams,
+  rawWhere: (p: SqlParams) => string,
+  atOrBefore: (p: SqlParams) => string,
+): string {
+  const q: CubeRows = { project: p.add(scope.projectId), names: scope.events, chartedOnly: false, filters };
+  const from = span.from ? `${p.add(span.from.toISOString())}::timestamptz` : `'-infinity'::timestamptz`;
+  const to = `${p.add(span.to.toISOString())}::timestamptz`;
+  const parts = [
+    `(SELECT coalesce(sum(r.count), 0) FROM days CROSS JOIN LATERAL (${daySql(plan, q, p)} OFFSET 0) r)`,
+    `(SELECT coalesce(sum(r.count), 0) FROM hrs CROSS JOIN LATERAL (${hourSql(q, p)} OFFSET 0) r)`,
+    `(SELECT count(*) FROM inv CROSS JOIN LATERAL (
+        SELECT 1 FROM events e
+        WHERE ${rawWhere(p)} AND e.created_at >= inv.bucket AND e.created_at < inv.bucket + interval '1 hour' OFFSET 0) x)`,
+    `(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at >= ${to} AND ${atOrBefore(p)})`,
+  ];
+  if (span.from) parts.push(`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at < ${from})`);
+  return `WITH inv AS MATERIALIZED (
+      SELECT DISTINCT i.bucket FROM rollup_invalidations i
+      WHERE i.project_id = ${q.project} AND i.bucket >= ${from} AND i.bucket < ${to}
+    ),
+    days AS MATERIALIZED (
+      SELECT m.bucket AS lo, m.bucket + m.hours * interval '1 hour' AS hi
+      FROM ${daysTable(plan)} m
+      WHERE m.project_id = ${q.project} AND m.bucket >= ${from} AND m.bucket + m.hours * interval '1 hour' <= ${to}
+        AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= m.bucket AND inv.bucket < m.bucket + m.hours * interval '1 hour')
+    ),
+    covered AS MATERIALIZED (
+      SELECT generate_series(days.lo, days.hi - interval '1 hour', interval '1 hour') AS h FROM days
+      UNION ALL
+      SELECT inv.bucket FROM inv
+    ),
+    -- the span's other hours with events, from events_hourly (a few rows per hour, however long
+    -- and sparse the span: a totalCount without start may reach back years)
+    hrs AS MATERIALIZED (
+      SELECT DISTINCT r.bucket AS h FROM events_hourly r
+      WHERE r.project_id = ${q.project} AND r.bucket >= ${from} AND r.bucket < ${to}
+        AND NOT EXISTS (SELECT 1 FROM covered c WHERE c.h = r.bucket)
+    )
+    SELECT (${parts.join('\n      + ')})::text AS n`;
+}

@@ -1,0 +1,163 @@
+-- A cube of events over the low-cardinality columns, for /export/charts and the /export/events
+-- totalCount when they are FILTERED (e.g. events per country where device = mobile), which the
+-- per-column event rollups of sql/009 and sql/014 cannot answer: each of those keeps one
+-- column per row. (internal/export/cube.ts reads it.)
+--
+-- event_cube_hourly: per (project, UTC hour of created_at, event name, bot flag and the
+--   combination of referrer_name, referrer_type, utm_source, utm_medium, country, device,
+--   browser, os, brand) the number of events. Every event is counted, bots and the service's
+--   session_start / session_end included (the export lists them; charts leave them out by
+--   the name and is_bot columns). The columns carry the events' own names and values ('' when
+--   unknown), so a filter compiled for `events` tests these rows the same.
+-- event_cube_pairs_daily: per local day of the project's timezone (`bucket` = its first
+--   instant, when it and the next local midnight are whole UTC hours), per PAIR of those
+--   columns (`pair` = 'country,device': the two names in the order above), event name and bot
+--   flag, the number of events per (a, b) = (value of the first, value of the second). A
+--   30-day chart filtered on one column and broken down by another reads ~30 days of one
+--   pair's rows instead of ~720 hours of every combination: far fewer rows than the whole
+--   cube per day (the combinations of nine columns multiply; those of two do not).
+-- event_cube_days (project_id, bucket, hours): the days whose pair rows are complete (built
+--   from hourly rows of which none was logged), as rollup_session_cube_days of
+--   sql/012_rollup_session_cube.sql. A read takes a day's rows only when the day is listed
+--   here, lies inside the period (and inside one chart bucket), and none of its hours is in
+--   rollup_invalidations; every other hour reads its hourly rows (or, logged, its raw
+--   events). The interval read is the stored one, so a changed timezone costs speed, never
+--   correctness.
+--
+-- Plain tables kept by the service on every engine (registered in rollup_registry, refresh
+-- function tm_refresh_event_cube(project, hour)): the refresh recomputes the hour's rows from
+-- its events, then its local day's pair rows from the day's hourly rows when no other hour of
+-- the day is still logged (a bulk refresh in hour order builds each day once, from its last
+-- hour). This migration logs every hour that holds events, so an upgraded database answers
+-- exactly as before until the refresh job has filled the cube in.
+
+CREATE TABLE event_cube_hourly (
+  project_id     text NOT NULL,
+  bucket         timestamptz NOT NULL,
+  name           text NOT NULL,
+  is_bot         boolean NOT NULL,
+  referrer_name  text NOT NULL,
+  referrer_type  text NOT NULL,
+  utm_source     text NOT NULL,
+  utm_medium     text NOT NULL,
+  country        text NOT NULL,
+  device         text NOT NULL,
+  browser        text NOT NULL,
+  os             text NOT NULL,
+  brand          text NOT NULL,
+  count          bigint NOT NULL
+);
+-- reads and the refresh select by (project, bucket)
+CREATE INDEX event_cube_hourly_bucket_idx ON event_cube_hourly (project_id, bucket);
+
+CREATE TABLE event_cube_pairs_daily (
+  project_id  text NOT NULL,
+  pair        text NOT NULL,
+  bucket      timestamptz NOT NULL,
+  name        text NOT NULL,
+  is_bot      boolean NOT NULL,
+  a           text NOT NULL,
+  b           text NOT NULL,
+  count       bigint NOT NULL
+);
+-- reads probe (project, pair, day); the refresh and retention delete by (project, day)
+CREATE INDEX event_cube_pairs_daily_pair_idx ON event_cube_pairs_daily (project_id, pair, bucket);
+CREATE INDEX event_cube_pairs_daily_bucket_idx ON event_cube_pairs_daily (project_id, bucket);
+
+CREATE TABLE event_cube_days (
+  project_id  text NOT NULL,
+  bucket      timestamptz NOT NULL,
+  hours       integer NOT NULL CHECK (hours > 0),
+  PRIMARY KEY (project_id, bucket)
+);
+
+-- The local day (project timezone) holding a UTC hour, as the daily layers of sql/011, 012
+-- and 014 compute it: a zone PostgreSQL does not know counts as UTC; NULLs when the project is
+-- unknown or the day does not start and end on whole UTC hours (e.g. Asia/Kolkata).
+CREATE FUNCTION tm_local_day(p_project text, p_bucket timestamptz, OUT d0 timestamptz, OUT d1 timestamptz)
+LANGUAGE plpgsql STABLE AS $body$
+DECLARE
+  tz text;
+BEGIN
+  SELECT p.timezone INTO tz FROM projects p WHERE p.id = p_project;
+  IF tz IS NULL THEN
+    RETURN;
+  END IF;
+  BEGIN
+    d0 := date_trunc('day', p_bucket AT TIME ZONE tz) AT TIME ZONE tz;
+    d1 := (date_trunc('day', p_bucket AT TIME ZONE tz) + interval '1 day') AT TIME ZONE tz;
+  EXCEPTION WHEN invalid_parameter_value THEN
+    d0 := date_trunc('day', p_bucket, 'UTC');
+    d1 := d0 + interval '1 day';
+  END;
+  IF NOT (p_bucket >= d0 AND p_bucket < d1) OR extract(epoch FROM d0) % 3600 <> 0 OR extract(epoch FROM d1) % 3600 <> 0 THEN
+    d0 := NULL;
+    d1 := NULL;
+  END IF;
+END
+$body$;
+
+DO $migration$
+DECLARE
+  dims text[] := ARRAY['referrer_name', 'referrer_type', 'utm_source', 'utm_medium', 'country', 'device', 'browser', 'os', 'brand'];
+  pairs text := '';
+  i int;
+  j int;
+BEGIN
+  FOR i IN 1 .. array_length(dims, 1) - 1 LOOP
+    FOR j IN i + 1 .. array_length(dims, 1) LOOP
+      pairs := pairs || CASE WHEN pairs = '' THEN '' ELSE ', ' END
+        || format('(%L, h.%I, h.%I)', dims[i] || ',' || dims[j], dims[i], dims[j]);
+    END LOOP;
+  END LOOP;
+  EXECUTE format($f$
+    CREATE FUNCTION tm_refresh_event_cube(p_project text, p_bucket timestamptz) RETURNS void
+    LANGUAGE plpgsql AS $body$
+    DECLARE
+      d0 timestamptz;
+      d1 timestamptz;
+    BEGIN
+      DELETE FROM event_cube_hourly WHERE project_id = p_project AND bucket = p_bucket;
+      INSERT INTO event_cube_hourly
+      SELECT p_project, p_bucket, e.name, e.is_bot,
+             e.referrer_name, e.referrer_type, e.utm_source, e.utm_medium, e.country, e.device, e.browser, e.os, e.brand,
+             count(*)
+      FROM events e
+      WHERE e.project_id = p_project AND e.created_at >= p_bucket AND e.created_at < p_bucket + interval '1 hour'
+      GROUP BY e.name, e.is_bot, e.referrer_name, e.referrer_type, e.utm_source, e.utm_medium, e.country, e.device, e.browser, e.os, e.brand;
+
+      SELECT l.d0, l.d1 INTO d0, d1 FROM tm_local_day(p_project, p_bucket) l;
+      IF d0 IS NULL THEN
+        RETURN;
+      END IF;
+      -- Refreshes of two hours of one day take turns (READ COMMITTED: each statement sees
+      -- the other's commit, log deletions included).
+      PERFORM pg_advisory_xact_lock(727274015, hashtext(p_project || '/' || d0::text));
+      DELETE FROM event_cube_days WHERE project_id = p_project AND bucket = d0;
+      DELETE FROM event_cube_pairs_daily WHERE project_id = p_project AND bucket = d0;
+      -- Another hour of the day still logged: its refresh builds the day.
+      IF EXISTS (SELECT 1 FROM rollup_invalidations i
+                 WHERE i.project_id = p_project AND i.bucket >= d0 AND i.bucket < d1 AND i.bucket <> p_bucket) THEN
+        RETURN;
+      END IF;
+      INSERT INTO event_cube_pairs_daily (project_id, pair, bucket, name, is_bot, a, b, count)
+      SELECT p_project, x.pair, d0, h.name, h.is_bot, x.a, x.b, sum(h.count)
+      FROM event_cube_hourly h
+      CROSS JOIN LATERAL (VALUES %1$s) AS x(pair, a, b)
+      WHERE h.project_id = p_project AND h.bucket >= d0 AND h.bucket < d1
+      GROUP BY x.pair, h.name, h.is_bot, x.a, x.b;
+      INSERT INTO event_cube_days (project_id, bucket, hours)
+      VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
+    END
+    $body$$f$, pairs);
+END
+$migration$;
+
+INSERT INTO rollup_registry (relation, refresh_fn) VALUES
+  ('event_cube_hourly', 'tm_refresh_event_cube'),
+  ('event_cube_pairs_daily', 'tm_refresh_event_cube'),
+  ('event_cube_days', 'tm_refresh_event_cube');
+
+INSERT INTO rollup_invalidations (project_id, bucket)
+SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events
+ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq');
