@@ -11,8 +11,9 @@
 //   - the other whole hours not logged read their hourly cube rows (an index probe per hour);
 //   - logged hours and the partial hours at either edge read raw events, as everywhere.
 // The filters are compiled once per layer against rows whose columns carry the events' own
-// names, so they test the cube rows exactly as they test events.
-import { CUBE_DIMENSIONS } from '../insights/rollups';
+// names, so they test the cube rows exactly as they test events. (The session cube of insights,
+// sql/012 and sql/016, is built the same way.)
+import { CUBE_DIMENSIONS, cubePair, type CubeDimension, type CubePair } from '../insights/rollups';
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import { compileAll, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
@@ -22,13 +23,12 @@ import {
   type ChartWindow, type CountScope, type ExportPath, type HourSpan,
 } from './rollups';
 
-type CubeColumn = (typeof CUBE_DIMENSIONS)[number];
 const CUBE: ReadonlySet<string> = new Set(CUBE_DIMENSIONS);
 
 /** How a filtered read uses the cube. */
 export interface CubePlan {
   /** The daily pair read, or null when the filters and breakdown name more than two columns. */
-  pair: { key: string; a: CubeColumn; b: CubeColumn } | null;
+  pair: CubePair | null;
   /** The breakdown column of a cube row (alias r), or null without a breakdown. */
   value: string | null;
 }
@@ -41,23 +41,18 @@ export interface CubePlan {
  */
 export function cubePlan(filters: readonly Filter[], breakdown: string | undefined): CubePlan | null {
   if (filters.length === 0) return null;
-  const named = new Set<string>();
+  const named = new Set<CubeDimension>();
   for (const f of filters) {
     if (f.name === 'name') continue;
     if (!CUBE.has(f.name)) return null;
-    named.add(f.name);
+    named.add(f.name as CubeDimension);
   }
   if (breakdown !== undefined && breakdown !== 'name') {
     if (!CUBE.has(breakdown)) return null;
-    named.add(breakdown);
+    named.add(breakdown as CubeDimension);
   }
   const value = breakdown === undefined ? null : `r.${breakdown}`;
-  if (named.size > 2) return { pair: null, value };
-  const cols = CUBE_DIMENSIONS.filter((d) => named.has(d));
-  for (const d of CUBE_DIMENSIONS) if (cols.length < 2 && !named.has(d)) cols.push(d);
-  cols.sort((x, y) => CUBE_DIMENSIONS.indexOf(x) - CUBE_DIMENSIONS.indexOf(y));
-  const [a, b] = cols as [CubeColumn, CubeColumn];
-  return { pair: { key: `${a},${b}`, a, b }, value };
+  return { pair: cubePair(named), value };
 }
 
 interface CubeRows {

@@ -547,32 +547,69 @@ describe('the session cube (sql/012): breakdowns filtered on another dimension',
     assert.ok(rows[0].daily_rows > 100);
   });
 
+  it('keeps per listed day, for each of the 36 pairs of dimensions, the sums of the day\'s combination rows (sql/016)', async () => {
+    const dims = CUBE_DIMENSIONS;
+    const pairs = dims.flatMap((a, i) => dims.slice(i + 1).map((b) => [a, b] as const));
+    assert.equal(pairs.length, 36);
+    const diff = async () => (await exec(
+      `WITH want AS (
+         ${pairs.map(([a, b]) => `SELECT d.project_id, '${a},${b}' AS pair, d.bucket, d.${a} AS a, d.${b} AS b,
+            sum(d.sessions) AS sessions, sum(d.bounces) AS bounces, sum(d.timed_sessions) AS timed_sessions, sum(d.duration_ms) AS duration_ms
+            FROM rollup_session_cube_daily d GROUP BY 1, 2, 3, 4, 5`).join(' UNION ALL ')}
+       ), got AS (
+         SELECT project_id, pair, bucket, a, b, sessions::numeric, bounces::numeric, timed_sessions::numeric, duration_ms FROM rollup_session_cube_pairs_daily
+       )
+       SELECT (SELECT count(*) FROM ((SELECT * FROM want EXCEPT ALL SELECT * FROM got) UNION ALL (SELECT * FROM got EXCEPT ALL SELECT * FROM want)) x)::int AS n,
+              (SELECT count(*) FROM got)::int AS rows,
+              (SELECT count(*) FROM (SELECT DISTINCT d.project_id, d.bucket FROM rollup_session_cube_daily d
+                                     EXCEPT SELECT project_id, bucket FROM rollup_session_cube_days) x)::int AS unlisted`,
+    )).rows[0];
+    const built = await diff();
+    assert.deepEqual({ ...built, rows: built.rows > 1000 }, { n: 0, rows: true, unlisted: 0 });
+    // The migration's fill of days built before it: the same rows.
+    await exec('DELETE FROM rollup_session_cube_pairs_daily');
+    await exec('SELECT tm_session_cube_pairs(d.project_id, d.bucket) FROM rollup_session_cube_days d');
+    assert.deepEqual(await diff(), built);
+  });
+
   it('reads the daily rows of a whole day and the hourly rows of the others (a stale row shows)', async () => {
     // A row the service never wrote, for an hour (or day) it reads: it shows in the answer.
-    const fake = (table: string, bucket: string) =>
-      `INSERT INTO ${table} (project_id, bucket, referrer_name, referrer_type, utm_source, utm_medium, country, device, browser, os, brand,
+    const fake = (table: string, bucket: string) => table === 'rollup_session_cube_pairs_daily'
+      ? `INSERT INTO ${table} (project_id, pair, bucket, a, b, sessions, bounces, timed_sessions, duration_ms)
+         VALUES ('f_utc', 'referrer_name,device', '${bucket}', 'Stale', 'mobile', 1000, 0, 0, 0)`
+      : `INSERT INTO ${table} (project_id, bucket, referrer_name, referrer_type, utm_source, utm_medium, country, device, browser, os, brand,
          sessions, bounces, timed_sessions, duration_ms)
        VALUES ('f_utc', '${bucket}', 'Stale', '', '', '', '', 'mobile', '', '', '', 1000, 0, 0, 0)`;
+    const remove = (table: string) => table === 'rollup_session_cube_pairs_daily'
+      ? `DELETE FROM ${table} WHERE project_id = 'f_utc' AND a = 'Stale'`
+      : `DELETE FROM ${table} WHERE project_id = 'f_utc' AND referrer_name = 'Stale'`;
+    // Two dimensions (referrer_name, device): a whole day reads the pair rows (sql/016); three
+    // (with os): the combination rows.
+    const threeDims = [...mobile, f('os', 'isNot', 'none')];
     // 10-20 is whole (no logged hour); 10-21 has a logged hour, so it reads hourly rows and raw
     // sessions. (Earlier tests refreshed every logged hour: log one hour of 10-21 again, as a worker would.)
     await exec(`INSERT INTO rollup_invalidations (project_id, bucket) VALUES ('f_utc', '2026-10-21T05:00Z') ON CONFLICT DO NOTHING`);
     const cases = [
-      ['2026-10-20', 'rollup_session_cube_daily', '2026-10-20T00:00Z', true],
-      ['2026-10-20', 'rollup_session_cube_hourly', '2026-10-20T07:00Z', false], // the day's rows are read, not its hours'
-      ['2026-10-21', 'rollup_session_cube_hourly', '2026-10-21T07:00Z', true],
-      ['2026-10-21', 'rollup_session_cube_hourly', '2026-10-21T05:00Z', false], // a logged hour reads raw sessions
-      ['2026-10-21', 'rollup_session_cube_daily', '2026-10-21T00:00Z', false], // a day with a logged hour is not read
+      ['2026-10-20', 'rollup_session_cube_pairs_daily', '2026-10-20T00:00Z', mobile, true],
+      ['2026-10-20', 'rollup_session_cube_daily', '2026-10-20T00:00Z', mobile, false], // two dimensions: the pair rows, not the combinations
+      ['2026-10-20', 'rollup_session_cube_daily', '2026-10-20T00:00Z', threeDims, true],
+      ['2026-10-20', 'rollup_session_cube_pairs_daily', '2026-10-20T00:00Z', threeDims, false],
+      ['2026-10-20', 'rollup_session_cube_hourly', '2026-10-20T07:00Z', mobile, false], // the day's rows are read, not its hours'
+      ['2026-10-21', 'rollup_session_cube_hourly', '2026-10-21T07:00Z', mobile, true],
+      ['2026-10-21', 'rollup_session_cube_hourly', '2026-10-21T05:00Z', mobile, false], // a logged hour reads raw sessions
+      ['2026-10-21', 'rollup_session_cube_daily', '2026-10-21T00:00Z', threeDims, false], // a day with a logged hour is not read
+      ['2026-10-21', 'rollup_session_cube_pairs_daily', '2026-10-21T00:00Z', mobile, false],
     ] as const;
-    for (const [d, table, bucket, shows] of cases) {
-      const page = day(d, mobile);
+    for (const [d, table, bucket, filters, shows] of cases) {
+      const page = day(d, [...filters]);
       const raw = await getBreakdown(pool, 'f_utc', 'referrer_name', page, NOW, RAW);
       assert.deepEqual(await getBreakdown(pool, 'f_utc', 'referrer_name', page, NOW, AUTO), raw, d);
       await exec(fake(table, bucket));
       try {
         const auto = await getBreakdown(pool, 'f_utc', 'referrer_name', page, NOW, AUTO);
-        assert.equal(auto.find((r) => r.name === 'Stale')?.sessions, shows ? 1000 : undefined, `${table} ${bucket}`);
+        assert.equal(auto.find((r) => r.name === 'Stale')?.sessions, shows ? 1000 : undefined, `${table} ${bucket} ${filters.length} filters`);
       } finally {
-        await exec(`DELETE FROM ${table} WHERE project_id = 'f_utc' AND referrer_name = 'Stale'`);
+        await exec(remove(table));
       }
     }
   });

@@ -87,6 +87,30 @@ export const CUBE_DIMENSIONS = [
 
 const CUBE: ReadonlySet<string> = new Set(CUBE_DIMENSIONS);
 
+export type CubeDimension = (typeof CUBE_DIMENSIONS)[number];
+
+/** One pair of cube dimensions, as the daily pair rows key it (sql/015, sql/016). */
+export interface CubePair {
+  /** `first,second` in CUBE_DIMENSIONS order. */
+  key: string;
+  a: CubeDimension;
+  b: CubeDimension;
+}
+
+/**
+ * The pair of cube dimensions whose daily pair rows answer a read naming `names` (all cube
+ * dimensions): those two, or the one named and the first other; null for three or more.
+ */
+export function cubePair(names: Iterable<CubeDimension>): CubePair | null {
+  const named = new Set(names);
+  if (named.size > 2) return null;
+  const cols = CUBE_DIMENSIONS.filter((d) => named.has(d));
+  for (const d of CUBE_DIMENSIONS) if (cols.length < 2 && !named.has(d)) cols.push(d);
+  cols.sort((x, y) => CUBE_DIMENSIONS.indexOf(x) - CUBE_DIMENSIONS.indexOf(y));
+  const [a, b] = cols as [CubeDimension, CubeDimension];
+  return { key: `${a},${b}`, a, b };
+}
+
 /**
  * Whether a breakdown of `target` under `filters` reads the session cube: the target and every
  * filtered name are cube dimensions, and no single dimension rollup can apply the filters
@@ -543,9 +567,10 @@ export function rollupBreakdownSql(
  * A breakdown of a cube dimension filtered on other cube dimensions (cubeFor), over the session
  * cube (sql/012_rollup_session_cube.sql): columns name, sessions, bounces, timed_sessions,
  * duration_ms; sorted and paged as the raw query. The period's local days that are complete in
- * rollup_session_cube_days and have no logged hour read their daily rows; its other hours not
- * in the log read their hourly rows; the log's hours read raw sessions. The filters apply to
- * all three alike (the cube's columns carry the dimensions' names).
+ * rollup_session_cube_days and have no logged hour read their daily rows (when the breakdown
+ * and filters name two dimensions, one pair's rows of sql/016_session_cube_pairs.sql); its
+ * other hours not in the log read their hourly rows; the log's hours read raw sessions. The
+ * filters apply to all alike (the cube's columns carry the dimensions' names).
  */
 export function cubeBreakdownSql(
   scope: RollupScope,
@@ -557,7 +582,15 @@ export function cubeBreakdownSql(
 ): string {
   const b = bind(scope, params);
   const measures = 'r.sessions, r.bounces, r.timed_sessions, r.duration_ms';
-  // Identifiers: the dimension comes from CUBE_DIMENSIONS only.
+  // Two dimensions named (the breakdown and one filtered): the days' pair rows (sql/016), their
+  // a and b renamed to the dimensions, so the filters read them by name; else the days'
+  // combination rows.
+  const pair = cubePair([dimension, ...filters.map((x) => x.filter.name as CubeDimension)]);
+  const daily = pair
+    ? `(SELECT x.project_id, x.bucket, x.a AS ${pair.a}, x.b AS ${pair.b}, x.sessions, x.bounces, x.timed_sessions, x.duration_ms
+          FROM rollup_session_cube_pairs_daily x WHERE x.pair = ${params.add(pair.key)})`
+    : 'rollup_session_cube_daily';
+  // Identifiers: the dimension (and pair) come from CUBE_DIMENSIONS only.
   return `
       WITH ${invalidatedCte(b)},
       days AS MATERIALIZED (
@@ -575,7 +608,7 @@ export function cubeBreakdownSql(
       ),
       parts AS (
         SELECT r.${dimension} AS name, ${measures}
-        FROM rollup_session_cube_daily r
+        FROM ${daily} r
         WHERE r.project_id = ${b.project} AND r.bucket = ANY ((SELECT array_agg(days.lo) FROM days)::timestamptz[])
           AND ${compileAll(filters, 'r', params)}
         UNION ALL
