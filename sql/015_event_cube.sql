@@ -97,19 +97,27 @@ BEGIN
 END
 $body$;
 
-DO $migration$
+-- The VALUES rows (pair, a, b) of every pair of the nine cube columns of row `alias`, in the
+-- order above ('referrer_name,referrer_type', ...): 36 rows, for the daily pair layers of
+-- this cube and of the session cube (sql/016_session_cube_pairs.sql).
+CREATE FUNCTION tm_cube_pair_values(alias text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $body$
 DECLARE
   dims text[] := ARRAY['referrer_name', 'referrer_type', 'utm_source', 'utm_medium', 'country', 'device', 'browser', 'os', 'brand'];
   pairs text := '';
-  i int;
-  j int;
 BEGIN
   FOR i IN 1 .. array_length(dims, 1) - 1 LOOP
     FOR j IN i + 1 .. array_length(dims, 1) LOOP
       pairs := pairs || CASE WHEN pairs = '' THEN '' ELSE ', ' END
-        || format('(%L, h.%I, h.%I)', dims[i] || ',' || dims[j], dims[i], dims[j]);
+        || format('(%L, %I.%I, %I.%I)', dims[i] || ',' || dims[j], alias, dims[i], alias, dims[j]);
     END LOOP;
   END LOOP;
+  RETURN pairs;
+END
+$body$;
+
+DO $migration$
+BEGIN
   EXECUTE format($f$
     CREATE FUNCTION tm_refresh_event_cube(p_project text, p_bucket timestamptz) RETURNS void
     LANGUAGE plpgsql AS $body$
@@ -149,7 +157,7 @@ BEGIN
       INSERT INTO event_cube_days (project_id, bucket, hours)
       VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
     END
-    $body$$f$, pairs);
+    $body$$f$, tm_cube_pair_values('h'));
 END
 $migration$;
 

@@ -32,18 +32,7 @@ CREATE INDEX rollup_session_cube_pairs_daily_pair_idx ON rollup_session_cube_pai
 CREATE INDEX rollup_session_cube_pairs_daily_bucket_idx ON rollup_session_cube_pairs_daily (project_id, bucket);
 
 DO $migration$
-DECLARE
-  dims text[] := ARRAY['referrer_name', 'referrer_type', 'utm_source', 'utm_medium', 'country', 'device', 'browser', 'os', 'brand'];
-  pairs text := '';
-  i int;
-  j int;
 BEGIN
-  FOR i IN 1 .. array_length(dims, 1) - 1 LOOP
-    FOR j IN i + 1 .. array_length(dims, 1) LOOP
-      pairs := pairs || CASE WHEN pairs = '' THEN '' ELSE ', ' END
-        || format('(%L, h.%I, h.%I)', dims[i] || ',' || dims[j], dims[i], dims[j]);
-    END LOOP;
-  END LOOP;
   -- The pair rows of one day, summed from its combination rows.
   EXECUTE format($f$
     CREATE FUNCTION tm_session_cube_pairs(p_project text, p_day timestamptz) RETURNS void
@@ -54,7 +43,7 @@ BEGIN
       CROSS JOIN LATERAL (VALUES %1$s) AS x(pair, a, b)
       WHERE h.project_id = p_project AND h.bucket = p_day
       GROUP BY x.pair, x.a, x.b
-    $body$$f$, pairs);
+    $body$$f$, tm_cube_pair_values('h'));
 END
 $migration$;
 

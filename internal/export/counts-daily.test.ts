@@ -11,10 +11,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { refreshRollups } from '../store/rollups';
 import { getChart, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
-import { createSqlDb, dropSqlDb, logHour, migrationSql, searchParams, insertLateEvents } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, logHour, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_counts_daily_${randomBytes(6).toString('hex')}`;
 const UP_DB = `tidemark_test_counts_daily_up_${randomBytes(6).toString('hex')}`;
@@ -57,11 +56,7 @@ async function generate(db: pg.Pool, projectId: string, seed: number, n: number)
   }
 }
 
-const insertLate = (projectId: string, at: Date, n: number) => insertLateEvents(pool, projectId, at, n, 5);
-
-async function refreshAll(db: pg.Pool): Promise<void> {
-  while ((await refreshRollups(db, false, { before: NOW_HOUR, limit: 500 })).buckets > 0);
-}
+const refreshAll = (db: pg.Pool) => refreshAllBefore(db, NOW_HOUR);
 
 async function both(db: pg.Pool, projectId: string, q: Record<string, unknown>): Promise<[ChartResponse, ChartResponse]> {
   const params = parseChartParams(searchParams(q));
@@ -109,23 +104,7 @@ async function compareAll(db: pg.Pool, label: string): Promise<number> {
 
 before(async () => {
   pool = await createSqlDb(DB_NAME);
-  for (const [i, p] of PROJECTS.entries()) {
-    await pool.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
-    await generate(pool, p.id, 0.1 + i / 10, 20_000);
-  }
-  await pool.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
-  await refreshAll(pool);
-  // Late events refreshed (their days rebuilt), then late events left in the log.
-  for (const p of PROJECTS) {
-    await insertLate(p.id, new Date('2026-03-10T05:20:00Z'), 40);
-    await insertLate(p.id, new Date('2026-03-29T01:10:00Z'), 40);
-  }
-  await refreshAll(pool);
-  for (const p of PROJECTS) {
-    await insertLate(p.id, new Date('2026-03-15T14:00:00Z'), 30);
-    await insertLate(p.id, new Date('2026-03-20T23:30:00Z'), 30);
-  }
-  await pool.query('ANALYZE');
+  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.1 + i / 10, 20_000), NOW_HOUR);
 });
 
 after(async () => {

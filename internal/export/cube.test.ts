@@ -11,13 +11,12 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { refreshRollups } from '../store/rollups';
 import { getChart, type ChartResponse } from './charts';
 import { cubePlan } from './cube';
 import { getEventsPage, type EventsPage } from './events';
 import { parseChartParams, parseEventsParams } from './params';
 import type { Filter } from '../query/params';
-import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, searchParams, insertLateEvents } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_cube_${randomBytes(6).toString('hex')}`;
 const UP_DB = `tidemark_test_cube_up_${randomBytes(6).toString('hex')}`;
@@ -68,11 +67,7 @@ async function generate(db: pg.Pool, projectId: string, seed: number, n: number)
   }
 }
 
-const insertLate = (projectId: string, at: Date, n: number) => insertLateEvents(pool, projectId, at, n, 5);
-
-async function refreshAll(db: pg.Pool): Promise<void> {
-  while ((await refreshRollups(db, false, { before: NOW_HOUR, limit: 500 })).buckets > 0);
-}
+const refreshAll = (db: pg.Pool) => refreshAllBefore(db, NOW_HOUR);
 
 async function chartBoth(db: pg.Pool, projectId: string, q: Record<string, unknown>): Promise<[ChartResponse, ChartResponse]> {
   const params = parseChartParams(searchParams(q));
@@ -143,23 +138,7 @@ async function compareAll(db: pg.Pool, label: string, periods = PERIODS, shapes 
 
 before(async () => {
   pool = await createSqlDb(DB_NAME);
-  for (const [i, p] of PROJECTS.entries()) {
-    await pool.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
-    await generate(pool, p.id, 0.2 + i / 10, 15_000);
-  }
-  await pool.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
-  await refreshAll(pool);
-  // Late events refreshed (their days rebuilt), then late events left in the log.
-  for (const p of PROJECTS) {
-    await insertLate(p.id, new Date('2026-03-10T05:20:00Z'), 40);
-    await insertLate(p.id, new Date('2026-03-29T01:10:00Z'), 40);
-  }
-  await refreshAll(pool);
-  for (const p of PROJECTS) {
-    await insertLate(p.id, new Date('2026-03-15T14:00:00Z'), 30);
-    await insertLate(p.id, new Date('2026-03-20T23:30:00Z'), 30);
-  }
-  await pool.query('ANALYZE');
+  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.2 + i / 10, 15_000), NOW_HOUR);
 });
 
 after(async () => {

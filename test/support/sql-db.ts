@@ -2,6 +2,7 @@
 // tests of the rollup SQL (internal/insights, internal/export): no service, just the schema.
 import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
+import { refreshRollups } from '../../internal/store/rollups';
 
 export const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const SQL_DIR = new URL('../../sql/', import.meta.url);
@@ -93,4 +94,40 @@ export async function insertLateEvents(db: pg.Pool, projectId: string, at: Date,
   } finally {
     c.release();
   }
+}
+
+/** Refreshes every logged hour before `before` (the service's refresh job, run to the end). */
+export async function refreshAllBefore(db: pg.Pool, before: Date): Promise<void> {
+  while ((await refreshRollups(db, false, { before, limit: 500 })).buckets > 0);
+}
+
+/**
+ * The dataset of the daily-layer tests (event counts per day, the event cube): the projects,
+ * their events from `generate`, every hour logged and refreshed before `nowHour`; then late
+ * events refreshed into two days (2026-03-10, the Berlin DST day 2026-03-29: rebuilt), and
+ * late events left logged in two others (2026-03-15T14, 2026-03-20T23:30: days with a logged
+ * hour); ANALYZE.
+ */
+export async function prepareDailyLayerDataset(
+  pool: pg.Pool,
+  projects: readonly { id: string; timezone: string }[],
+  generate: (projectId: string, index: number) => Promise<void>,
+  nowHour: Date,
+): Promise<void> {
+  for (const [i, p] of projects.entries()) {
+    await pool.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
+    await generate(p.id, i);
+  }
+  await pool.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
+  await refreshAllBefore(pool, nowHour);
+  for (const p of projects) {
+    await insertLateEvents(pool, p.id, new Date('2026-03-10T05:20:00Z'), 40, 5);
+    await insertLateEvents(pool, p.id, new Date('2026-03-29T01:10:00Z'), 40, 5);
+  }
+  await refreshAllBefore(pool, nowHour);
+  for (const p of projects) {
+    await insertLateEvents(pool, p.id, new Date('2026-03-15T14:00:00Z'), 30, 5);
+    await insertLateEvents(pool, p.id, new Date('2026-03-20T23:30:00Z'), 30, 5);
+  }
+  await pool.query('ANALYZE');
 }
