@@ -13,21 +13,12 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { getChart, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
-import { createSqlDb, dropSqlDb, logHour, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, logHour, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore, dailyLayerProjects, DAILY_LAYER_TIME } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_counts_daily_${randomBytes(6).toString('hex')}`;
 const UP_DB = `tidemark_test_counts_daily_up_${randomBytes(6).toString('hex')}`;
-const HOUR = 3_600_000;
-const PROJECTS = [
-  { id: 'c_utc', timezone: 'UTC' },
-  { id: 'c_ber', timezone: 'Europe/Berlin' },
-  { id: 'c_ny', timezone: 'America/New_York' },
-  { id: 'c_kol', timezone: 'Asia/Kolkata' },
-] as const;
-const FROM = '2025-12-25T00:00:00Z';
-const TO = '2026-04-05T12:00:00Z';
-const NOW = new Date('2026-04-05T09:30:00Z');
-const NOW_HOUR = new Date(Math.floor(NOW.getTime() / HOUR) * HOUR);
+const PROJECTS = dailyLayerProjects('c');
+const { FROM, TO, NOW, NOW_HOUR } = DAILY_LAYER_TIME;
 
 let pool: pg.Pool;
 

@@ -16,21 +16,12 @@ import { cubePlan } from './cube';
 import { getEventsPage, type EventsPage } from './events';
 import { parseChartParams, parseEventsParams } from './params';
 import type { Filter } from '../query/params';
-import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore, dailyLayerProjects, DAILY_LAYER_TIME } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_cube_${randomBytes(6).toString('hex')}`;
 const UP_DB = `tidemark_test_cube_up_${randomBytes(6).toString('hex')}`;
-const HOUR = 3_600_000;
-const PROJECTS = [
-  { id: 'q_utc', timezone: 'UTC' },
-  { id: 'q_ber', timezone: 'Europe/Berlin' },
-  { id: 'q_ny', timezone: 'America/New_York' },
-  { id: 'q_kol', timezone: 'Asia/Kolkata' },
-] as const;
-const FROM = '2025-12-25T00:00:00Z';
-const TO = '2026-04-05T12:00:00Z';
-const NOW = new Date('2026-04-05T09:30:00Z');
-const NOW_HOUR = new Date(Math.floor(NOW.getTime() / HOUR) * HOUR);
+const PROJECTS = dailyLayerProjects('q');
+const { FROM, TO, NOW, NOW_HOUR } = DAILY_LAYER_TIME;
 
 let pool: pg.Pool;
 

@@ -131,3 +131,21 @@ export async function prepareDailyLayerDataset(
   }
   await pool.query('ANALYZE');
 }
+
+/** The projects of the daily-layer tests: ids `<prefix>_utc`, `_ber`, `_ny`, `_kol` (Asia/Kolkata: no daily rows). */
+export function dailyLayerProjects<P extends string>(prefix: P) {
+  return [
+    { id: `${prefix}_utc`, timezone: 'UTC' },
+    { id: `${prefix}_ber`, timezone: 'Europe/Berlin' },
+    { id: `${prefix}_ny`, timezone: 'America/New_York' },
+    { id: `${prefix}_kol`, timezone: 'Asia/Kolkata' },
+  ] as const;
+}
+
+/** Their period: events from FROM to TO around both spring DST changes; "now" and its hour. */
+export const DAILY_LAYER_TIME = {
+  FROM: '2025-12-25T00:00:00Z',
+  TO: '2026-04-05T12:00:00Z',
+  NOW: new Date('2026-04-05T09:30:00Z'),
+  NOW_HOUR: new Date('2026-04-05T09:00:00Z'),
+} as const;
