@@ -348,11 +348,11 @@ charts have whole-UTC-hour day buckets, so event counts take the rollups). Up to
 request line, fewer when they would take more than ${BUDGET_MS / 1000} s (\`n=\`). Statement timeout ${Number(args.timeoutMs) / 1000} s for the run.
 The last two hours of the main project are logged in rollup_invalidations (the live tail, read raw).
 \`reads\`: how the answer is computed (rollup count / rollup: hourly event rollups + raw edge and
-invalidated hours; keyset: the cursor page, totalCount carried in the cursor; raw: events rows).
+invalidated hours; keyset: the cursor page, totalCount carried in the cursor; cube: the event cube of sql/015 for filtered counts; raw: events rows).
 
 - Date: ${started.toISOString()}; machine: ${m.nproc} vCPU (${m.cpu}), ${m.memory}, Node ${m.node}, ${m.postgres}
 - PostgreSQL settings (server defaults): ${m.settings}
-- Load average (1/5/15 min) before: ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}, after: ${loadAfter.map((x) => x.toFixed(2)).join(' / ')} (shared machine: two other engineers' benchmarks and tests ran meanwhile)
+- Load average (1/5/15 min) before: ${loadBefore.map((x) => x.toFixed(2)).join(' / ')}, after: ${loadAfter.map((x) => x.toFixed(2)).join(' / ')}
 - Data: ${runs.map((r) => `${r.label}: ${r.events.toLocaleString('en')} events, main project ${r.mainEvents.toLocaleString('en')} (\`${new URL(r.url).pathname.slice(1)}\`, generated ${r.meta.generated_at ?? '?'} in ${r.meta.total_s ?? '?'} s, load average then ${r.meta.load_avg ?? '?'})`).join('; ')}
 - Hours with events that generate.ts did not log (no session started in them), logged and refreshed before timing: ${runs.map((r) => `${r.label} ${r.unloggedHours}`).join(', ')}
 - Commands:
