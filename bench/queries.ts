@@ -69,6 +69,8 @@ const ENDPOINTS: Endpoint[] = [
   { name: 'referrer_name 30d, device filter', path: `referrer_name?range=30d${MOBILE}`, aim: 100, pct: 95 },
   { name: 'referrer_name 7d, device filter', path: `referrer_name?range=7d${MOBILE}`, aim: 100, pct: 95 },
   { name: 'browser 30d, country + device filter', path: `browser?range=30d${DE_NOT_DESKTOP}`, aim: 100, pct: 95 },
+  { name: 'city 30d, device filter', path: `city?range=30d${MOBILE}`, aim: 100, pct: 95 },
+  { name: 'metrics 30d, country + device filter', path: `metrics?range=30d${DE_NOT_DESKTOP}`, aim: 50, pct: 95 },
   { name: 'live', path: 'live', aim: 2, pct: 99, n: 2000 },
 ];
 
