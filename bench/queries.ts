@@ -16,6 +16,7 @@
 // - The last two hours of the data are logged in rollup_invalidations for the main project
 //   (as the worker keeps the live hours), so rolled-up queries also read a raw tail.
 // - /live: profiles are made live through the real ingest path (POST /track, write client).
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
@@ -47,6 +48,8 @@ interface Endpoint {
   pct: 95 | 99;
   /** Requests to time (default --n); a p99 wants more. */
   n?: number;
+  /** Timed by bench/live-probe.ts in a process of its own instead of this process' fetch. */
+  probe?: boolean;
 }
 
 const filters = (f: unknown) => `&filters=${encodeURIComponent(JSON.stringify(f))}`;
@@ -72,7 +75,21 @@ const ENDPOINTS: Endpoint[] = [
   { name: 'city 30d, device filter', path: `city?range=30d${MOBILE}`, aim: 100, pct: 95 },
   { name: 'metrics 30d, country + device filter', path: `metrics?range=30d${DE_NOT_DESKTOP}`, aim: 50, pct: 95 },
   { name: 'live', path: 'live', aim: 2, pct: 99, n: 2000 },
+  { name: 'live (client in its own process)', path: 'live', aim: 2, pct: 99, n: 4000, probe: true },
 ];
+
+/** Runs bench/live-probe.ts against `url` (asynchronously: the app answers in this process). */
+function probe(url: string, clients: Creds[], n: number): Promise<Sample> {
+  const args = ['tsx', path.join(ROOT, 'bench/live-probe.ts'), '--url', url, '--n', String(n),
+    ...clients.flatMap((c) => ['--client', `${c.clientId}:${c.clientSecret}`])];
+  return new Promise((resolve, reject) => {
+    execFile('npx', args, { cwd: ROOT, encoding: 'utf8' }, (err, out) => {
+      if (err) return reject(err);
+      const r = JSON.parse(out.trim().split('\n').pop()!) as { n: number; errors: number; p50: number; p95: number; p99: number };
+      resolve({ p50: r.p50, p95: r.p95, p99: r.p99, n: r.n, errors: r.errors });
+    });
+  });
+}
 
 interface Sample {
   p50: number;
@@ -148,6 +165,15 @@ async function runOne(url: string): Promise<DbRun> {
 
     for (const ep of ENDPOINTS) {
       const url = `${base}/insights/${MAIN_PROJECT}/${ep.path}`;
+      if (ep.probe) {
+        // The read clients' 10-second rate-limit windows empty first (the in-process /live run
+        // just used them), so that no probe request is refused.
+        await new Promise((r) => setTimeout(r, 10_500));
+        const s = await probe(url, clients.slice(0, READ_CLIENTS), ep.n ?? N);
+        results.set(ep.name, s);
+        console.log(`[${label}] ${ep.name.padEnd(34)} p50 ${fmt(s.p50).padStart(8)}  p95 ${fmt(s.p95).padStart(8)}  p99 ${fmt(s.p99).padStart(8)}  n=${s.n}${s.errors ? ` errors=${s.errors}` : ''}`);
+        continue;
+      }
       const w0 = performance.now();
       for (let i = 0; i < WARMUP && performance.now() - w0 < BUDGET_MS / 4; i++) await request(url, next());
       const times: number[] = [];
