@@ -28,104 +28,33 @@ export function credentialsOf(req: HttpRequest): { clientId: string | undefined;
 }
 
 export class Authenticator {
-  private readonly clients: LRUCache<string, { row: ClientRow | null }>;
-  private readonly projects: LRUCache<string, { row: ProjectRow | null }>;
+  private readonly clients: RowCache<ClientRow>;
+  private readonly projects: RowCache<ProjectRow>;
   /** Fingerprint of the secret verified against a stored hash, kept across row reloads. */
   private readonly verifiedSecrets = new LRUCache<string, { secretHash: string; fp: Buffer }>({ max: 10_000 });
   /** Recently refused secrets, so a flood of one wrong secret costs one scrypt, not one each. */
   private readonly refused = new LRUCache<string, true>({ max: 10_000, ttl: 10_000 });
-  /** The last row read per client and project, used while PostgreSQL cannot be read. */
-  private readonly lastKnownClients = new LRUCache<string, { row: ClientRow | null }>({ max: 10_000 });
-  private readonly lastKnownProjects = new LRUCache<string, { row: ProjectRow | null }>({ max: 10_000 });
-  /** Concurrent requests share one row load and one verification. */
-  private readonly loading = new Map<string, Promise<ClientRow | null>>();
+  /** Concurrent requests share one verification. */
   private readonly verifying = new Map<string, Promise<boolean>>();
 
-  private readonly loadingProjects = new Map<string, Promise<ProjectRow | null>>();
-  private readonly ttl: number;
-
-  constructor(private readonly db: Pool, opts: AuthOptions = {}) {
-    this.ttl = opts.cacheTtlMs ?? 5_000;
-    this.clients = new LRUCache({ max: 10_000, ttl: this.ttl });
-    this.projects = new LRUCache({ max: 10_000, ttl: this.ttl });
+  constructor(db: Pool, opts: AuthOptions = {}) {
+    const ttl = opts.cacheTtlMs ?? 5_000;
+    this.clients = new RowCache((id) => getClient(db, id), ttl);
+    this.projects = new RowCache((id) => getProject(db, id), ttl);
   }
 
-  /**
-   * Refresh-ahead: a cached row past half its TTL is read again in the background while the
-   * cached one still answers, so a busy client never waits for PostgreSQL when its row expires
-   * (that wait was the 1% tail of /live: ~1 ms every 5 s per client). A row is still never
-   * used longer than the TTL after it was read; an idle one expires and is read in line.
-   */
-  private ageing(cache: { getRemainingTTL(key: string): number }, id: string): boolean {
-    return cache.getRemainingTTL(id) < this.ttl / 2;
-  }
-
-  async project(id: string): Promise<ProjectRow | null> {
-    const hit = this.projects.get(id);
-    if (hit) {
-      if (this.ageing(this.projects, id)) this.loadProject(id).catch(() => {});
-      return hit.row;
-    }
-    return this.loadProject(id).catch((err) => this.fallback(this.lastKnownProjects.get(id), err));
-  }
-
-  private loadProject(id: string): Promise<ProjectRow | null> {
-    let pending = this.loadingProjects.get(id);
-    if (!pending) {
-      pending = getProject(this.db, id)
-        .then((row) => {
-          this.projects.set(id, { row });
-          this.lastKnownProjects.set(id, { row });
-          return row;
-        })
-        .finally(() => this.loadingProjects.delete(id));
-      this.loadingProjects.set(id, pending);
-    }
-    return pending;
-  }
-
-  /**
-   * PostgreSQL is away: ingest goes on with the rows last read (revocation is still checked
-   * per request in Redis); a client never seen by this process gets a 503, not a 500.
-   */
-  private fallback<T>(known: { row: T } | undefined, err: unknown): T {
-    if (known) return known.row;
-    throw Object.assign(new ServiceUnavailableError('client store unavailable; retry with backoff'), { cause: err });
+  project(id: string): Promise<ProjectRow | null> {
+    return this.projects.get(id);
   }
 
   /** Forgets a client at once (revocation seen by this process). */
   forget(clientId: string): void {
-    this.clients.delete(clientId);
+    this.clients.forget(clientId);
     this.verifiedSecrets.delete(clientId);
-    this.lastKnownClients.delete(clientId);
   }
 
-  private async client(id: string): Promise<ClientRow | null> {
-    const hit = this.cachedClient(id);
-    if (hit) return hit.row;
-    return this.loadClient(id).catch((err) => this.fallback(this.lastKnownClients.get(id), err));
-  }
-
-  /** The cached row (refreshed ahead when ageing), or undefined. */
-  private cachedClient(id: string): { row: ClientRow | null } | undefined {
-    const hit = this.clients.get(id);
-    if (hit && this.ageing(this.clients, id)) this.loadClient(id).catch(() => {});
-    return hit;
-  }
-
-  private loadClient(id: string): Promise<ClientRow | null> {
-    let pending = this.loading.get(id);
-    if (!pending) {
-      pending = getClient(this.db, id)
-        .then((row) => {
-          this.clients.set(id, { row });
-          this.lastKnownClients.set(id, { row });
-          return row;
-        })
-        .finally(() => this.loading.delete(id));
-      this.loading.set(id, pending);
-    }
-    return pending;
+  private client(id: string): Promise<ClientRow | null> {
+    return this.clients.get(id);
   }
 
   private async verified(clientId: string, secret: string): Promise<ClientRow> {
@@ -162,7 +91,7 @@ export class Authenticator {
     const clientId = (h['service-client-id'] ?? h['openpanel-client-id'])?.trim();
     const secret = (h['service-client-secret'] ?? h['openpanel-client-secret'])?.trim();
     if (!clientId || !secret) return undefined;
-    const row = this.cachedClient(clientId)?.row;
+    const row = this.clients.cached(clientId)?.row;
     if (!row || row.revokedAt || row.mode === 'read') return undefined;
     const known = this.verifiedSecrets.get(clientId);
     if (!known || known.secretHash !== row.secretHash || !sameFingerprint(known.fp, fingerprint(secret))) return undefined;
@@ -216,4 +145,60 @@ export function normaliseOrigin(o: string): string {
 export function originAllowed(origin: string, allowed: string[]): boolean {
   const o = normaliseOrigin(origin);
   return allowed.some((a) => a === '*' || normaliseOrigin(a) === o);
+}
+
+/**
+ * Rows (clients, projects) read from PostgreSQL and kept `ttl` ms. Refresh-ahead: a cached row
+ * past half its TTL is read again in the background while the cached one still answers, so a
+ * busy caller never waits for PostgreSQL when its row expires (that wait was the 1% tail of
+ * /live: ~1 ms every 5 s per client). A row is never used longer than the TTL after it was
+ * read; an idle one expires and is read in line. Concurrent callers share one read. While
+ * PostgreSQL cannot be read, the row last read answers (ingest goes on; revocation is still
+ * checked per request in Redis); a row never read gets a 503, not a 500.
+ */
+class RowCache<T extends object> {
+  private readonly fresh: LRUCache<string, { row: T | null }>;
+  private readonly lastKnown = new LRUCache<string, { row: T | null }>({ max: 10_000 });
+  private readonly loading = new Map<string, Promise<T | null>>();
+
+  constructor(private readonly read: (id: string) => Promise<T | null>, private readonly ttl: number) {
+    this.fresh = new LRUCache({ max: 10_000, ttl });
+  }
+
+  /** The cached row (read again in the background when ageing), or undefined. */
+  cached(id: string): { row: T | null } | undefined {
+    const hit = this.fresh.get(id);
+    if (hit && this.fresh.getRemainingTTL(id) < this.ttl / 2) this.load(id).catch(() => {});
+    return hit;
+  }
+
+  async get(id: string): Promise<T | null> {
+    const hit = this.cached(id);
+    if (hit) return hit.row;
+    return this.load(id).catch((err) => {
+      const known = this.lastKnown.get(id);
+      if (known) return known.row;
+      throw Object.assign(new ServiceUnavailableError('client store unavailable; retry with backoff'), { cause: err });
+    });
+  }
+
+  forget(id: string): void {
+    this.fresh.delete(id);
+    this.lastKnown.delete(id);
+  }
+
+  private load(id: string): Promise<T | null> {
+    let pending = this.loading.get(id);
+    if (!pending) {
+      pending = this.read(id)
+        .then((row) => {
+          this.fresh.set(id, { row });
+          this.lastKnown.set(id, { row });
+          return row;
+        })
+        .finally(() => this.loading.delete(id));
+      this.loading.set(id, pending);
+    }
+    return pending;
+  }
 }
