@@ -16,7 +16,7 @@ import { SqlParams, splitFilters } from '../query/filters';
 import { parsePageParams, parsePeriodParams, type Filter, type PageParams } from '../query/params';
 import { resolvePeriod } from '../query/period';
 import { refreshRollups } from '../store/rollups';
-import { CUBE_DIMENSIONS, cubeFor, HLL_ERROR_BOUND, planFor, rollupDimensionFor, rollupMetricsSql, type PlanTarget } from './rollups';
+import { CUBE_DIMENSIONS, cubeFor, HLL_ERROR_BOUND, HLL_PARAMS, pairMetricsFor, planFor, rollupDimensionFor, rollupMetricsSql, type PlanTarget } from './rollups';
 import { getBreakdown, getMetrics, type InsightsOptions } from './service';
 import { dropSqlDb } from '../../test/support/sql-db';
 
@@ -234,7 +234,7 @@ describe('rollupDimensionFor / planFor with filters', () => {
     [[f('city', 'contains', 'Ber'), f('country', 'is', 'DE')], 'metrics', 'city'],
     [[f('country', 'is', 'DE'), f('city', 'contains', 'Ber')], 'metrics', 'city'],
     [[f('browser_version', 'is', '120'), f('browser', 'is', 'Chrome')], 'metrics', 'browser_version'],
-    [[f('country', 'is', 'DE'), f('device', 'is', 'mobile')], 'metrics', null],
+    [[f('country', 'is', 'DE'), f('device', 'is', 'mobile')], 'metrics', null], // the pair metrics (below)
     [[f('city', 'is', 'Paris'), f('region', 'is', 'Texas')], 'metrics', null],
     [[f('path', 'is', '/')], 'metrics', null],
     [[f('properties.plan', 'is', 'pro')], 'metrics', null],
@@ -252,7 +252,8 @@ describe('rollupDimensionFor / planFor with filters', () => {
   for (const [filters, target, expected] of cases) {
     it(`${target} filtered on ${filters.map((x) => x.name).join(' + ') || 'nothing'}: ${expected ?? 'raw'}`, () => {
       assert.equal(rollupDimensionFor(filters, target), expected);
-      if (filters.length) assert.equal(planFor(period, filters, 'auto', target), expected ? 'rollup' : 'raw');
+      const pair = pairMetricsFor(filters, target) !== null;
+      if (filters.length) assert.equal(planFor(period, filters, 'auto', target), expected || pair ? 'rollup' : 'raw');
       assert.equal(planFor(period, filters, 'raw', target), 'raw');
     });
   }
@@ -661,6 +662,220 @@ describe('the session cube (sql/012): breakdowns filtered on another dimension',
   });
 });
 
+describe('metrics filtered on two cube dimensions: the daily pair metrics (sql/018)', () => {
+  const PAIR_CASES: Array<[string, Filter[]]> = [
+    ['country is DE, device is mobile', [f('country', 'is', 'DE'), f('device', 'is', 'mobile')]],
+    ['country isNot US keeps "", device isNot ""', [f('country', 'isNot', 'US'), f('device', 'isNot', '')]],
+    ['referrer_name contains % (literal), device regex', [f('referrer_name', 'contains', '%'), f('device', 'regex', '^(mobile|tablet)$')]],
+    ['browser startsWith Chr, os doesNotContain i', [f('browser', 'startsWith', 'Chr'), f('os', 'doesNotContain', 'i')]],
+    ['two filters on country, one on referrer_type', [f('country', 'isNot', 'US'), f('country', 'endsWith', 'E', ''), f('referrer_type', 'is', 'search', 'social')]],
+    ['utm_source is "", browser endsWith e', [f('utm_source', 'is', ''), f('browser', 'endsWith', 'e')]],
+  ];
+  const PERIODS: Array<[string, Q]> = [
+    ['30d (day buckets)', { range: '30d' }],
+    ['3m (week buckets)', { range: '3m' }],
+    ['today (hour buckets: no whole day inside one)', { range: 'today' }],
+    ['a DST day (Berlin 10-25: 25 h)', { startDate: '2026-10-25', endDate: '2026-10-25' }],
+    ['two weeks of whole days', { startDate: '2026-10-18', endDate: '2026-10-31' }],
+  ];
+
+  it('chooses the pair for metrics filtered on two cube dimensions only', () => {
+    const key = (filters: Filter[], target: PlanTarget = 'metrics') => pairMetricsFor(filters, target)?.key ?? null;
+    assert.equal(key([f('country', 'is', 'DE'), f('device', 'is', 'mobile')]), 'country,device');
+    assert.equal(key([f('device', 'is', 'mobile'), f('referrer_name', 'is', 'Google'), f('device', 'isNot', '')]), 'referrer_name,device');
+    assert.equal(key([f('country', 'is', 'DE')]), null, 'one dimension: its own rollup');
+    assert.equal(key([f('country', 'is', 'DE'), f('city', 'is', 'Berlin')]), null, 'a dimension and its parent: the child\'s rollup');
+    assert.equal(key([f('country', 'is', 'DE'), f('device', 'is', 'mobile'), f('os', 'is', 'iOS')]), null, 'three dimensions');
+    assert.equal(key([f('country', 'is', 'DE'), f('city', 'is', 'Berlin'), f('device', 'is', 'mobile')]), null, 'city is not in the cube');
+    assert.equal(key([f('country', 'is', 'DE'), f('path', 'is', '/')]), null, 'an event column');
+    assert.equal(key([f('country', 'is', 'DE'), f('device', 'is', 'mobile')], 'browser'), null, 'breakdowns read the session cube');
+    assert.equal(key([]), null);
+    const period = resolvePeriod(parsePeriodParams(query({ range: '30d' })), 'Europe/Berlin', NOW);
+    assert.equal(planFor(period, PAIR_CASES[0]![1]), 'rollup');
+    assert.equal(planFor(period, PAIR_CASES[0]![1], 'raw'), 'raw');
+    assert.equal(planFor(resolvePeriod(parsePeriodParams(query({ range: '30d' })), 'Asia/Kolkata', NOW), PAIR_CASES[0]![1]), 'raw');
+  });
+
+  it('builds the same days as the session cube, each with the metrics of its raw sessions per pair and values', async () => {
+    const { rows: days } = await exec(
+      `SELECT (SELECT count(*) FROM ((SELECT project_id, bucket, hours FROM rollup_session_pair_metrics_days
+                                      EXCEPT SELECT project_id, bucket, hours FROM rollup_session_cube_days)
+                                     UNION ALL (SELECT project_id, bucket, hours FROM rollup_session_cube_days
+                                      EXCEPT SELECT project_id, bucket, hours FROM rollup_session_pair_metrics_days)) x)::int AS differ,
+              (SELECT count(*) FROM rollup_session_pair_metrics_days)::int AS n,
+              (SELECT count(*) FROM rollup_session_pair_metrics_days WHERE project_id = 'f_kol')::int AS kolkata,
+              (SELECT count(DISTINCT pair) FROM rollup_session_pair_metrics_daily)::int AS pairs`,
+    );
+    assert.deepEqual({ ...days[0], n: days[0].n > 20 }, { differ: 0, n: true, kolkata: 0, pairs: 36 });
+    // Three pairs recomputed from the raw sessions of each listed day (visitors: the sketch of
+    // the day's profiles, byte for byte).
+    for (const [a, b] of [['country', 'device'], ['referrer_name', 'referrer_type'], ['browser', 'brand']] as const) {
+      const { rows } = await exec(
+        `WITH want AS (
+           SELECT d.project_id, d.bucket, s.${a} AS a, s.${b} AS b, count(*) AS sessions, count(*) FILTER (WHERE s.is_bounce) AS bounces,
+                  count(*) FILTER (WHERE s.duration_ms > 0) AS timed, coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
+                  sum(s.screen_view_count) AS views, hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS})::text AS visitors
+           FROM rollup_session_pair_metrics_days d
+           JOIN sessions s ON s.project_id = d.project_id AND s.started_at >= d.bucket AND s.started_at < d.bucket + d.hours * interval '1 hour' AND NOT s.is_bot
+           GROUP BY 1, 2, 3, 4
+         ), got AS (
+           SELECT project_id, bucket, a, b, sessions, bounces, timed_sessions, duration_ms, screen_views, visitors::text
+           FROM rollup_session_pair_metrics_daily WHERE pair = $1
+         )
+         SELECT (SELECT count(*) FROM ((SELECT * FROM want EXCEPT ALL SELECT * FROM got) UNION ALL (SELECT * FROM got EXCEPT ALL SELECT * FROM want)) x)::int AS differ,
+                (SELECT count(*) FROM got)::int AS n`,
+        [`${a},${b}`],
+      );
+      assert.equal(rows[0].differ, 0, `${a},${b}`);
+      assert.ok(rows[0].n > 50, `${a},${b} has rows`);
+    }
+  });
+
+  for (const p of PROJECTS) {
+    for (const [label, q] of PERIODS) {
+      it(`${p.id} (${p.timezone}) ${label}: auto = raw, exact and from sketches`, async () => {
+        for (const [name, filters] of PAIR_CASES) {
+          const params = parsePeriodParams(query({ ...q, filters }));
+          const raw = await getMetrics(pool, p.id, params, NOW, RAW);
+          assert.deepEqual(await getMetrics(pool, p.id, params, NOW, AUTO), raw, name);
+          // At these sizes every sketch union is an exact list: a day or hour counted twice or missed would show.
+          assert.deepEqual(await getMetrics(pool, p.id, params, NOW, SKETCHES), raw, `${name} (sketches)`);
+          if (label.startsWith('30d') && name.startsWith('country is DE')) assert.ok(raw.metrics.total_sessions > 0);
+        }
+      });
+    }
+  }
+
+  it('reads a whole day\'s pair rows (a stale row shows), and raw sessions for the rest', async () => {
+    const filters = [f('country', 'is', 'DE'), f('device', 'is', 'mobile')];
+    const stale = (bucket: string) => exec(
+      `INSERT INTO rollup_session_pair_metrics_daily (project_id, pair, bucket, a, b, sessions, bounces, timed_sessions, duration_ms, screen_views, visitors)
+       VALUES ('f_utc', 'country,device', $1, 'DE', 'mobile', 1000, 0, 0, 0, 5000, hll_empty(14, 5, -1, 1))`,
+      [bucket],
+    );
+    // 10-20 is whole; 10-21 has a logged hour (05:00, logged again by the session cube's tests).
+    await exec(`INSERT INTO rollup_invalidations (project_id, bucket) VALUES ('f_utc', '2026-10-21T05:00Z') ON CONFLICT DO NOTHING`);
+    const cases: Array<[string, Q, string, boolean]> = [
+      ['a whole day, day bucket', { startDate: '2026-10-19', endDate: '2026-10-21' }, '2026-10-20T00:00Z', true],
+      ['a day with a logged hour', { startDate: '2026-10-19', endDate: '2026-10-21' }, '2026-10-21T00:00Z', false],
+      ['a whole day split in hour buckets (a 2-day period)', { startDate: '2026-10-20', endDate: '2026-10-21' }, '2026-10-20T00:00Z', false],
+      ['a whole day inside a week bucket', { range: '3m' }, '2026-10-20T00:00Z', true],
+      ['the pair of other dimensions', { startDate: '2026-10-19', endDate: '2026-10-21' }, '2026-10-20T00:00Z', false],
+    ];
+    for (const [label, q, bucket, shows] of cases) {
+      const params = parsePeriodParams(query({ ...q, filters: label.startsWith('the pair of other') ? [f('country', 'is', 'DE'), f('os', 'isNot', 'none')] : filters }));
+      const raw = await getMetrics(pool, 'f_utc', params, NOW, RAW);
+      assert.deepEqual(await getMetrics(pool, 'f_utc', params, NOW, AUTO), raw, label);
+      await stale(bucket);
+      try {
+        const auto = await getMetrics(pool, 'f_utc', params, NOW, AUTO);
+        assert.equal(auto.metrics.total_sessions - raw.metrics.total_sessions, shows ? 1000 : 0, `${label}: sessions`);
+        assert.equal(auto.metrics.total_screen_views - raw.metrics.total_screen_views, shows ? 5000 : 0, `${label}: screen views`);
+      } finally {
+        await exec(`DELETE FROM rollup_session_pair_metrics_daily WHERE project_id = 'f_utc' AND sessions = 1000 AND screen_views = 5000`);
+      }
+    }
+  });
+
+  it('a change in a whole day, logged as the worker does, shows at once; the refresh rebuilds the day', async () => {
+    const params = parsePeriodParams(query({ startDate: '2026-10-22', endDate: '2026-10-22', filters: [f('country', 'is', 'DE'), f('device', 'isNot', 'desktop')] }));
+    const weekly = parsePeriodParams(query({ range: '3m', filters: params.filters }));
+    const ask = async () => {
+      const raw = await getMetrics(pool, 'f_utc', weekly, NOW, RAW);
+      assert.deepEqual(await getMetrics(pool, 'f_utc', weekly, NOW, AUTO), raw);
+      assert.deepEqual(await getMetrics(pool, 'f_utc', weekly, NOW, SKETCHES), raw);
+      return raw;
+    };
+    const listed = async () => (await exec(`SELECT count(*)::int AS n FROM rollup_session_pair_metrics_days WHERE project_id = 'f_utc' AND bucket = '2026-10-22T00:00Z'`)).rows[0].n;
+    assert.equal(await listed(), 1);
+    const before = await ask();
+    const { rows } = await exec(
+      `SELECT id, started_at, country, device, profile_id FROM sessions WHERE project_id = 'f_utc' AND NOT is_bot AND country = 'US'
+         AND started_at >= '2026-10-22T00:00Z' AND started_at < '2026-10-23T00:00Z' ORDER BY started_at LIMIT 1`,
+    );
+    const target = rows[0] as { id: string; started_at: Date; country: string; device: string; profile_id: string };
+    const hour = new Date(Math.floor(target.started_at.getTime() / HOUR) * HOUR).toISOString();
+    const change = async (country: string, device: string, profile: string) => {
+      const c = await pool.connect();
+      try {
+        await c.query('BEGIN');
+        await c.query('UPDATE sessions SET country = $2, device = $3, profile_id = $4 WHERE id = $1', [target.id, country, device, profile]);
+        await c.query(
+          `INSERT INTO rollup_invalidations (project_id, bucket) VALUES ('f_utc', $1)
+           ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
+          [hour],
+        );
+        await c.query('COMMIT');
+      } finally {
+        c.release();
+      }
+    };
+    await change('DE', 'tablet', 'a-visitor-never-seen');
+    try {
+      const changed = await ask();
+      assert.equal(changed.metrics.total_sessions, before.metrics.total_sessions + 1);
+      assert.equal(changed.metrics.unique_visitors, before.metrics.unique_visitors + 1);
+      while ((await refreshRollups(pool, false, { before: REFRESHED_BEFORE })).buckets > 0);
+      assert.equal(await listed(), 1, 'the refresh of the day\'s last logged hour rebuilt it');
+      assert.deepEqual(await ask(), changed);
+    } finally {
+      await change(target.country, target.device, target.profile_id);
+      while ((await refreshRollups(pool, false, { before: REFRESHED_BEFORE })).buckets > 0);
+    }
+    assert.deepEqual(await ask(), before);
+  });
+
+  it('an upgraded database logs the first hour of each local day, so the refresh builds the days; answers stay exact', async () => {
+    const name = `tidemark_test_frollups_up18_${randomBytes(6).toString('hex')}`;
+    const up = await createDb(name);
+    try {
+      const files = readdirSync(SQL_DIR).filter((x) => x.endsWith('.sql')).sort();
+      const upTo = files.indexOf('018_session_pair_metrics.sql');
+      assert.ok(upTo > 0);
+      for (const file of files.slice(0, upTo)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
+      await up.query(`INSERT INTO projects (id, name, timezone) VALUES ('u', 'u', 'Europe/Berlin'), ('k', 'k', 'Asia/Kolkata')`);
+      await up.query(
+        `INSERT INTO sessions (id, project_id, device_id, profile_id, started_at, last_event_at, country, device, screen_view_count)
+         SELECT gen_random_uuid(), p, 'd' || g, 'v' || (g % 70), t, t, (ARRAY['DE', 'US', ''])[1 + g % 3], (ARRAY['mobile', 'desktop'])[1 + g % 2], g % 4
+         FROM generate_series(1, 900) g, unnest(ARRAY['u', 'k']) p, LATERAL (SELECT '2026-10-01T00:00:00Z'::timestamptz + g * interval '7 minutes' AS t) x`,
+      );
+      await up.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions`);
+      while ((await refreshRollups(up, false, { before: NOW })).buckets > 0);
+      for (const file of files.slice(upTo)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
+      const { rows } = await up.query(
+        `SELECT array_agg(bucket ORDER BY bucket)::text AS logged FROM rollup_invalidations WHERE project_id = 'u'`,
+      );
+      // 900 sessions 7 minutes apart from 10-01 00:07Z: Berlin days from 09-30 22:00Z to 10-05 22:00Z.
+      const days = ['2026-09-30 22:00:00+00', '2026-10-01 22:00:00+00', '2026-10-02 22:00:00+00', '2026-10-03 22:00:00+00', '2026-10-04 22:00:00+00'];
+      assert.equal(rows[0].logged, `{${days.map((d) => `"${d}"`).join(',')}}`);
+      assert.equal((await up.query(`SELECT count(*)::int AS n FROM rollup_invalidations WHERE project_id = 'k'`)).rows[0].n, 0, 'Kolkata days have no pair rows');
+      const q = parsePeriodParams(query({ startDate: '2026-09-30', endDate: '2026-10-06', filters: [f('country', 'isNot', 'US'), f('device', 'is', 'mobile')] }));
+      const raw = await getMetrics(up, 'u', q, NOW, RAW);
+      assert.ok(raw.metrics.unique_visitors > 10);
+      assert.deepEqual(await getMetrics(up, 'u', q, NOW, SKETCHES), raw);
+      while ((await refreshRollups(up, false, { before: NOW })).buckets > 0);
+      assert.equal((await up.query(`SELECT count(*)::int AS n FROM rollup_session_pair_metrics_days WHERE project_id = 'u'`)).rows[0].n, days.length);
+      assert.deepEqual(await getMetrics(up, 'u', q, NOW, SKETCHES), raw);
+      assert.deepEqual(await getMetrics(up, 'u', q, NOW, AUTO), raw);
+    } finally {
+      await dropDb(up, name);
+    }
+  });
+
+  it('thousands of visitors: the estimate is within the documented error of the exact count', async () => {
+    for (const filters of [PAIR_CASES[0]![1], PAIR_CASES[1]![1]]) {
+      const params = parsePeriodParams(query({ startDate: '2026-10-10', endDate: '2026-10-19', filters }));
+      const raw = await getMetrics(pool, MANY.id, params, NOW, RAW);
+      const est = await getMetrics(pool, MANY.id, params, NOW, SKETCHES);
+      assert.ok(raw.metrics.unique_visitors > 1500, `${raw.metrics.unique_visitors} visitors`);
+      const { unique_visitors: u, ...sums } = est.metrics;
+      const { unique_visitors: x, ...rawSums } = raw.metrics;
+      assert.deepEqual(sums, rawSums);
+      assert.ok(Math.abs(u - x) <= x * HLL_ERROR_BOUND, `${u} vs exact ${x}`);
+    }
+  });
+});
+
 describe('sql/010 on an upgraded database, and without hll', () => {
   const UP = `tidemark_test_frollups_up_${randomBytes(6).toString('hex')}`;
   const NOHLL = `tidemark_test_frollups_nohll_${randomBytes(6).toString('hex')}`;
@@ -715,6 +930,11 @@ describe('sql/010 on an upgraded database, and without hll', () => {
               NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'hll') AS no_extension`,
     );
     assert.deepEqual(rows[0], { no_table: true, unregistered: true, no_extension: true });
+    const { rows: pairs } = await nohll.query(
+      `SELECT to_regclass('rollup_session_pair_metrics_daily') IS NULL AS no_table,
+              NOT EXISTS (SELECT 1 FROM rollup_registry WHERE relation LIKE 'rollup_session_pair_metrics%') AS unregistered`,
+    );
+    assert.deepEqual(pairs[0], { no_table: true, unregistered: true }, 'sql/018 too');
     await nohll.query(`INSERT INTO projects (id, name, timezone) VALUES ('n', 'n', 'UTC')`);
     await nohll.query(
       `INSERT INTO sessions (id, project_id, device_id, profile_id, started_at, last_event_at, country)
@@ -728,5 +948,10 @@ describe('sql/010 on an upgraded database, and without hll', () => {
     const raw = await getMetrics(nohll, 'n', q, NOW, RAW);
     assert.ok(raw.metrics.unique_visitors > 300);
     assert.deepEqual(await getMetrics(nohll, 'n', q, NOW, SKETCHES), raw);
+    // Two cube dimensions: the pair metrics do not exist, so the raw sessions.
+    const two = parsePeriodParams(query({ startDate: '2026-10-01', endDate: '2026-10-03', filters: [f('country', 'isNot', 'US'), f('device', 'is', '')] }));
+    const rawTwo = await getMetrics(nohll, 'n', two, NOW, RAW);
+    assert.ok(rawTwo.metrics.total_sessions > 1000);
+    assert.deepEqual(await getMetrics(nohll, 'n', two, NOW, SKETCHES), rawTwo);
   });
 });

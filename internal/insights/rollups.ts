@@ -124,6 +124,19 @@ export function cubeFor(filters: readonly Filter[], target: PlanTarget): boolean
 }
 
 /**
+ * The pair of cube dimensions whose daily pair metrics (sql/018_session_pair_metrics.sql)
+ * answer metrics filtered by `filters`, or null: metrics only, every filter on a cube
+ * dimension, two dimensions named (one is the narrower dimension rollup's: rollupDimensionFor).
+ * The caller must also know that the pair metrics exist (the hll extension): else raw.
+ */
+export function pairMetricsFor(filters: readonly Filter[], target: PlanTarget): CubePair | null {
+  if (filters.length === 0 || target !== 'metrics') return null;
+  if (rollupDimensionFor(filters, target) !== null) return null;
+  if (!filters.every((f) => CUBE.has(f.name))) return null;
+  return cubePair(filters.map((f) => f.name as CubeDimension));
+}
+
+/**
  * The single decision between the rollups and the raw tables for metrics, pages and
  * breakdowns: rollups when not forced raw, when the period's start and end and every bucket
  * start are whole UTC hours, and when there are no filters or rollupDimensionFor() finds a
@@ -137,7 +150,8 @@ export function planFor(
   target: PlanTarget = 'metrics',
 ): ReadPlan {
   if (path === 'raw') return 'raw';
-  if (filters.length > 0 && rollupDimensionFor(filters, target) === null && !cubeFor(filters, target)) return 'raw';
+  if (filters.length > 0 && rollupDimensionFor(filters, target) === null && !cubeFor(filters, target)
+      && pairMetricsFor(filters, target) === null) return 'raw';
   if (!wholeUtcHour(period.start) || !wholeUtcHour(period.end)) return 'raw';
   if (!period.buckets.every(wholeUtcHour)) return 'raw';
   return 'rollup';
@@ -149,6 +163,12 @@ export function planFor(
  */
 export interface RollupFilter {
   dimension: SessionDimension;
+  filters: readonly IndexedFilter[];
+}
+
+/** Filters on two cube dimensions applied on their daily pair metrics (pairMetricsFor). */
+export interface PairFilter {
+  pair: CubePair;
   filters: readonly IndexedFilter[];
 }
 
@@ -258,14 +278,16 @@ export function rollupMetricsSql(
   buckets: readonly Date[],
   params: SqlParams,
   counting: VisitorCounting = { exactMax: Infinity, sketches: false },
-  filter?: RollupFilter,
+  filter?: RollupFilter | PairFilter,
 ): string {
   const b = bind(scope, params);
+  const pair = filter && 'pair' in filter ? filter : undefined;
+  const dimension = filter && 'dimension' in filter ? filter : undefined;
   const starts = `${params.add(buckets.map((x) => x.toISOString()))}::timestamptz[]`;
   const sketches = counting.sketches && Number.isFinite(counting.exactMax);
   // The filters (if any), once per place they apply: rollup rows, raw tail, exact count, sketches.
   const where = (alias: string) => (filter ? compileAll(filter.filters, alias, params) : 'true');
-  const source = filter ? named(rollupRelation(filter.dimension), filter.dimension) : 'rollup_sessions_hourly';
+  const source = dimension ? named(rollupRelation(dimension.dimension), dimension.dimension) : 'rollup_sessions_hourly';
   // The period's session count (every session, filtered or not: what an exact count scans)
   // decides; its sum comes from the rollups (unfiltered: the same sums), so deciding costs
   // next to nothing.
@@ -356,8 +378,15 @@ export function rollupMetricsSql(
         WHERE ${where('s')} AND NOT ${exact}
         GROUP BY inv.bucket
       ),`;
+  // Pair metrics: the visitors of the days' pair rows and of the raw hours (pairParts below).
+  const pairSketches = `
+      sketches AS (
+        SELECT width_bucket(d.hour, ${starts}) AS bucket, d.visitors AS sketch FROM day_rows d WHERE NOT ${exact}
+        UNION ALL
+        SELECT width_bucket(r.hour, ${starts}), r.visitors FROM raw_hours r WHERE NOT ${exact}
+      ),`;
   const sketchVisitors = sketches
-    ? `,${filter ? filteredSketches(filter) : periodSketches}
+    ? `,${pair ? pairSketches : dimension ? filteredSketches(dimension) : periodSketches}
       -- one union per series bucket, then the total from those
       bucket_sketches AS MATERIALIZED (
         SELECT sketches.bucket, hll_union_agg(sketches.sketch) AS sketch
@@ -377,8 +406,9 @@ export function rollupMetricsSql(
       )`
     : `,
       visitors AS (SELECT e.bucket, e.visitors, true AS exact FROM exact_visitors e)`;
-  return `
-      WITH ${invalidatedCte(b)},
+  // The sums per hour (or per day) of the period, from the rollup of the filters' dimension
+  // (or the unfiltered one) and the raw tail.
+  const rollupParts = () => `
       parts AS (
         SELECT r.bucket AS hour, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views
         FROM ${rolledUp(source, b)}
@@ -388,7 +418,61 @@ export function rollupMetricsSql(
         FROM ${tailSessions(b)}
         WHERE ${where('s')}
         GROUP BY inv.bucket
+      ),`;
+  // Pair metrics (sql/018): the period's built local days that lie inside one series bucket
+  // with no hour logged read their pair rows (a and b renamed to the dimensions, so the
+  // filters read them by name); every other hour of the period reads its raw sessions, by an
+  // index range per hour, with their visitors hashed only when sketches are used.
+  const pairParts = (f: PairFilter) => `
+      days AS MATERIALIZED (
+        SELECT d.bucket AS lo, d.bucket + d.hours * interval '1 hour' AS hi
+        FROM rollup_session_pair_metrics_days d
+        WHERE d.project_id = ${b.project} AND d.bucket >= ${b.start}
+          AND d.bucket + d.hours * interval '1 hour' <= ${b.end}
+          AND width_bucket(d.bucket, ${starts}) = width_bucket(d.bucket + d.hours * interval '1 hour' - interval '1 microsecond', ${starts})
+          AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= d.bucket AND inv.bucket < d.bucket + d.hours * interval '1 hour')
       ),
+      hrs AS MATERIALIZED (
+        SELECT g.h FROM generate_series(${b.start}, ${b.end} - interval '1 hour', interval '1 hour') AS g(h)
+        WHERE NOT EXISTS (SELECT 1 FROM days WHERE g.h >= days.lo AND g.h < days.hi)
+      ),
+      day_rows AS MATERIALIZED (
+        SELECT days.lo AS hour, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views, r.visitors
+        FROM days
+        -- LATERAL (kept by OFFSET 0): an index probe per day, whatever the row estimates
+        CROSS JOIN LATERAL (
+          SELECT x.*, x.a AS ${f.pair.a}, x.b AS ${f.pair.b} FROM rollup_session_pair_metrics_daily x
+          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(f.pair.key)} AND x.bucket = days.lo
+          OFFSET 0
+        ) r
+        WHERE ${where('r')}
+      ),
+      raw_hours AS MATERIALIZED (
+        SELECT hrs.h AS hour, count(*) AS sessions,
+               count(*) FILTER (WHERE s.is_bounce) AS bounces,
+               count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
+               coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
+               coalesce(sum(s.screen_view_count), 0) AS screen_views,
+               ${sketches ? `hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS}) FILTER (WHERE NOT ${exact})` : 'NULL'} AS visitors
+        FROM hrs
+        CROSS JOIN LATERAL (
+          SELECT * FROM sessions s
+          WHERE s.project_id = ${b.project} AND s.started_at >= hrs.h AND s.started_at < hrs.h + interval '1 hour'
+            AND NOT s.is_bot
+          OFFSET 0
+        ) s
+        WHERE ${where('s')}
+        GROUP BY hrs.h
+      ),
+      parts AS (
+        SELECT d.hour, d.sessions, d.bounces, d.timed_sessions, d.duration_ms, d.screen_views FROM day_rows d
+        UNION ALL
+        SELECT r.hour, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views FROM raw_hours r
+      ),`;
+  // Filtered: decide before the parts (the pair's raw hours hash visitors only when needed);
+  // unfiltered, decide reads the sums.
+  return `
+      WITH ${invalidatedCte(b)},${filter ? decide : ''}${pair ? pairParts(pair) : rollupParts()}
       sums AS (
         SELECT width_bucket(parts.hour, ${starts}) AS bucket,
                sum(parts.sessions) AS sessions, sum(parts.bounces) AS bounces,
@@ -396,7 +480,7 @@ export function rollupMetricsSql(
                sum(parts.screen_views) AS screen_views
         FROM parts
         GROUP BY GROUPING SETS ((width_bucket(parts.hour, ${starts})), ())
-      ),${decide}${exactVisitors}${sketchVisitors}
+      ),${filter ? '' : decide}${exactVisitors}${sketchVisitors}
       SELECT coalesce(sums.bucket, visitors.bucket) AS bucket,
              coalesce(sums.sessions, 0) AS sessions, coalesce(sums.bounces, 0) AS bounces,
              coalesce(sums.timed_sessions, 0) AS timed_sessions, coalesce(sums.duration_ms, 0) AS duration_ms,
