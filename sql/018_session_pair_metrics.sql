@@ -20,16 +20,22 @@
 --   built costs speed, never correctness.
 --
 -- Kept by the service (rollup_registry, refresh function tm_refresh_session_pair_metrics) on
--- servers with the hll extension; without it nothing here is created and such metrics stay
--- on the raw sessions. An upgraded database logs the first hour of every local day that
+-- servers with the hll extension; without it only tm_setup_pair_metrics() is created and such
+-- metrics stay on the raw sessions. An upgraded database logs the first hour of every local day that
 -- holds sessions, so the refresh job builds the days it can; until then reads are exact on
 -- the raw path.
 
-DO $setup$
+-- tm_setup_pair_metrics(): creates all of it when the hll type exists and it does not yet;
+-- true when it exists afterwards. Run again after installing hll later (docs/operating.md).
+CREATE FUNCTION tm_setup_pair_metrics() RETURNS boolean
+LANGUAGE plpgsql AS $setup$
 BEGIN
+  IF to_regclass('rollup_session_pair_metrics_daily') IS NOT NULL THEN
+    RETURN true;
+  END IF;
   IF to_regtype('hll') IS NULL THEN
     RAISE NOTICE 'hll extension missing: metrics filtered on two cube dimensions read raw sessions';
-    RETURN;
+    RETURN false;
   END IF;
   -- EXECUTE: the hll type may not exist when this file is parsed.
   EXECUTE $t$
@@ -106,5 +112,8 @@ BEGIN
   CROSS JOIN LATERAL tm_local_day(h.project_id, h.hour) l
   WHERE l.d0 IS NOT NULL
   ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq');
+  RETURN true;
 END
 $setup$;
+
+SELECT tm_setup_pair_metrics();

@@ -917,7 +917,7 @@ describe('sql/010 on an upgraded database, and without hll', () => {
     assert.deepEqual(await getMetrics(up, 'u', q, NOW, SKETCHES), raw);
   });
 
-  it('without the hll extension 010 creates and registers nothing; filtered metrics stay exact', async () => {
+  it('without the hll extension 010 and 018 create and register nothing; filtered metrics stay exact', async () => {
     nohll = await createDb(NOHLL);
     await migrate(nohll, (file, sql) => {
       if (file !== '008_rollup_visitors.sql') return sql;
@@ -953,5 +953,12 @@ describe('sql/010 on an upgraded database, and without hll', () => {
     const rawTwo = await getMetrics(nohll, 'n', two, NOW, RAW);
     assert.ok(rawTwo.metrics.total_sessions > 1000);
     assert.deepEqual(await getMetrics(nohll, 'n', two, NOW, SKETCHES), rawTwo);
+    // hll installed later: tm_setup_pair_metrics() creates the pair metrics and logs the days.
+    await nohll.query('CREATE EXTENSION hll');
+    assert.equal((await nohll.query('SELECT tm_setup_pair_metrics() AS ok')).rows[0].ok, true);
+    while ((await refreshRollups(nohll, false, { before: NOW })).buckets > 0);
+    assert.ok((await nohll.query(`SELECT count(*)::int AS n FROM rollup_session_pair_metrics_days WHERE project_id = 'n'`)).rows[0].n >= 2);
+    assert.deepEqual(await getMetrics(nohll, 'n', two, NOW, SKETCHES), rawTwo);
+    assert.equal((await nohll.query('SELECT tm_setup_pair_metrics() AS ok')).rows[0].ok, true, 'idempotent');
   });
 });
