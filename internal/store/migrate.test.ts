@@ -42,7 +42,11 @@ test('migrating a database with events and sessions to the rollup release logs t
     assert.ok(applied.includes('009_event_rollups.sql'), applied.join(', '));
     const logged = (await db.query<{ bucket: Date }>("SELECT DISTINCT bucket FROM rollup_invalidations WHERE project_id = 'p' ORDER BY bucket")).rows.map((r) => r.bucket.getTime());
     const hour = (d: Date) => Math.floor(d.getTime() / 3_600_000) * 3_600_000;
-    assert.deepEqual(logged, [hour(at), hour(later)], 'the session hour and the later event hour are logged');
+    // ... and (sql/018) the first hour of the session's local day (project timezone UTC), so
+    // the refresh builds that day's pair metrics.
+    const day = Math.floor(at.getTime() / 86_400_000) * 86_400_000;
+    assert.deepEqual(logged, [...new Set([day, hour(at), hour(later)])].sort((a, b) => a - b),
+      'the session hour, the later event hour and the first hour of the session\'s day are logged');
 
     while ((await refreshRollups(db, false, { before: new Date(Date.now() + 86_400_000) })).buckets > 0);
     const n = async (sql: string) => Number((await db.query(sql)).rows[0].n);
