@@ -327,7 +327,11 @@ const NOTES = `Reading the table:
   a breakdown filtered on its own dimension or its parent too. A breakdown of a
   low-cardinality dimension filtered on others of them (\`referrer_name, device filter\`,
   \`browser, country + device filter\`) reads the session cube (sql/012: sums per combination
-  of nine such dimensions, per complete local day and per hour). Other filters (event-level
+  of nine such dimensions, per complete local day and per hour). Metrics filtered on two of
+  them (\`metrics 30d, country + device filter\`) read the daily pair metrics of sql/018 (sums,
+  screen views and a visitor sketch per complete local day, pair of dimensions and pair of
+  values) and the raw sessions of the period's other hours (today so far, the logged tail).
+  Other filters (event-level
   names, properties, a breakdown such as city filtered on device) read raw rows, linear in the
   sessions of the period (and their events, for event-level filters): a parallel scan of the
   period's sessions, mostly reading pages from outside PostgreSQL's 128 MB shared_buffers.
