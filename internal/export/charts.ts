@@ -41,7 +41,11 @@
 //   at most `exactVisitorsMax` events of the series (TIDEMARK_EXACT_VISITORS_MAX), else
 //   HyperLogLog estimates from the event sketches when the hll extension is installed
 //   (./sketches.ts: 99.7% of numbers within 3%; event counts and the series stay exact).
-//   one_event_per_user and group are always raw, as is everything filtered.
+//   one_event_per_user and group are always raw, as is every segment but `event` when filtered.
+// - Event counts FILTERED on one rolled-up column (and `name`), with no breakdown or one on
+//   `name` or that column, read that column's daily and hourly rollups (./column.ts); other
+//   event counts filtered on the cube's columns read the event cube (./cube.ts); same bucket
+//   conditions, same answers as raw (tested both ways). seriesRead picks the read.
 // - Series metrics as OpenPanel's format(): sum = sum of the data points (rounded to 2
 //   decimals); average = mean of the NON-ZERO data points (OpenPanel's average() skips
 //   zeros), 2 decimals, 0 when all are zero; min / max over all data points; count = the

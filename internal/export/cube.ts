@@ -12,7 +12,9 @@
 //   - logged hours and the partial hours at either edge read raw events, as everywhere.
 // The filters are compiled once per layer against rows whose columns carry the events' own
 // names, so they test the cube rows exactly as they test events. (The session cube of insights,
-// sql/012 and sql/016, is built the same way.)
+// sql/012 and sql/016, is built the same way.) Charts filtered on ONE column (with a breakdown
+// of none, `name` or that column) read that column's own rollups instead (./column.ts: fewer
+// rows); the cube serves the rest.
 import { CUBE_DIMENSIONS, cubePair, type CubeDimension, type CubePair } from '../insights/rollups';
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import { compileAll, type SqlParams } from '../query/filters';
