@@ -2,8 +2,8 @@
 // continuous aggregates over the events hypertable, against plain PostgreSQL, where they are
 // tables kept by tm_refresh_event_rollups(): the same seeded events go into both (straight
 // into `events`, their hours logged in rollup_invalidations as the worker's commit does), and
-// /export/events totalCount and /export/charts (rollup path on TimescaleDB) must equal the
-// raw path on PostgreSQL:
+// /export/events totalCount and /export/charts (rollup path on TimescaleDB, also filtered on
+// one column) must equal the raw path on PostgreSQL:
 //   (a) before any refresh, (b) after refreshRollups() has emptied the log,
 //   (c) after late events into refreshed hours (logged, not yet refreshed).
 //   node --import tsx --test test/export-timescale.test.ts
@@ -65,6 +65,9 @@ const CHART_QUERIES: Record<string, string>[] = [
   { range: 'last24h', series: s([{ name: '*' }]), breakdowns: s([{ name: 'name' }]) },
   { startDate: '2026-06-02', endDate: '2026-06-09', interval: 'hour', series: s([{ name: 'click' }]), breakdowns: s([{ name: 'browser' }]) },
   { range: '7d', series: s([{ name: '*', segment: 'user' }]), breakdowns: s([{ name: 'country' }]) },
+  // filtered on one column: that column's daily rows and hourly continuous aggregate (internal/export/column.ts)
+  { range: '7d', series: s([{ name: '*' }]), breakdowns: s([{ name: 'city' }]), filters: s([{ name: 'city', operator: 'isNot', value: ['Berlin'] }]) },
+  { startDate: '2026-06-02', endDate: '2026-06-09', interval: 'hour', series: s([{ name: '*' }]), breakdowns: s([{ name: 'name' }]), filters: s([{ name: 'path', operator: 'contains', value: ['doc', 'pri'] }]) },
 ];
 
 async function answers(db: Pool, projectId: string, path: 'auto' | 'raw'): Promise<unknown[]> {
