@@ -91,9 +91,12 @@ const ENDPOINTS: Endpoint[] = [
   { name: 'charts 30d property_sum (purchase amount)', path: chart([{ name: 'purchase', segment: 'property_sum', property: 'properties.amount' }]), aim: null, reads: 'property rollup' },
   { name: 'charts 30d property_sum, country', path: chart([{ name: 'purchase', segment: 'property_sum', property: 'properties.amount' }], COUNTRY), aim: CHART_AIM, reads: 'property rollup' },
   { name: 'charts 30d event, country, device filter', path: chart([{ name: '*' }], COUNTRY, `&filters=${enc([{ name: 'device', operator: 'is', value: ['mobile'] }])}`), aim: CHART_AIM, reads: 'cube (pair days)' },
-  { name: 'charts 30d screen_view, country filter', path: chart([{ name: 'screen_view' }], undefined, `&filters=${enc([{ name: 'country', operator: 'is', value: ['DE'] }])}`), aim: CHART_AIM, reads: 'cube (pair days)' },
-  { name: 'charts 30d event, os, country+device filter', path: chart([{ name: '*' }], [{ name: 'os' }], `&filters=${enc([{ name: 'country', operator: 'is', value: ['DE'] }, { name: 'device', operator: 'is', value: ['mobile'] }])}`), aim: CHART_AIM, reads: 'cube (hours: 3 columns)' },
-  { name: 'charts 30d event, city filter', path: chart([{ name: '*' }], COUNTRY, `&filters=${enc([{ name: 'city', operator: 'is', value: ['Paris'] }])}`), aim: null, reads: 'raw (not a cube column)' },
+  { name: 'charts 30d screen_view, country filter', path: chart([{ name: 'screen_view' }], undefined, `&filters=${enc([{ name: 'country', operator: 'is', value: ['DE'] }])}`), aim: CHART_AIM, reads: 'column rollup (days)' },
+  { name: 'charts 30d event, os, country+device filter', path: chart([{ name: '*' }], [{ name: 'os' }], `&filters=${enc([{ name: 'country', operator: 'is', value: ['DE'] }, { name: 'device', operator: 'is', value: ['mobile'] }])}`), aim: CHART_AIM, reads: 'cube (full-combination days: 3 columns)' },
+  // by country where city = Paris: two columns, not both in the cube: raw
+  { name: 'charts 30d event, city filter', path: chart([{ name: '*' }], COUNTRY, `&filters=${enc([{ name: 'city', operator: 'is', value: ['Paris'] }])}`), aim: null, reads: 'raw (country breakdown: not the city rollup)' },
+  { name: 'charts 30d event, city filter, no breakdown', path: chart([{ name: '*' }], undefined, `&filters=${enc([{ name: 'city', operator: 'is', value: ['Paris'] }])}`), aim: CHART_AIM, reads: 'column rollup (days)' },
+  { name: 'charts 30d event, city, city filter', path: chart([{ name: '*' }], [{ name: 'city' }], `&filters=${enc([{ name: 'city', operator: 'isNot', value: ['Paris'] }])}`), aim: CHART_AIM, reads: 'column rollup (days)' },
 ];
 
 interface Sample {
@@ -184,6 +187,7 @@ async function rawComparison(url: string, label: string): Promise<string[]> {
       ['charts 30d event, country, previous', chart([{ name: '*' }], COUNTRY, '&previous=true')],
       ['charts 30d screen_view, path', chart([{ name: 'screen_view' }], [{ name: 'path' }])],
       ['charts 30d property_sum, country', chart([{ name: 'purchase', segment: 'property_sum', property: 'properties.amount' }], COUNTRY)],
+      ['charts 30d event, city filter, no breakdown', chart([{ name: '*' }], undefined, `&filters=${enc([{ name: 'city', operator: 'is', value: ['Paris'] }])}`)],
     ] as const) {
       const params = parseChartParams(new URLSearchParams(q.slice(q.indexOf('?') + 1)));
       const now = new Date();

@@ -2,8 +2,8 @@
 // continuous aggregates over the events hypertable, against plain PostgreSQL, where they are
 // tables kept by tm_refresh_event_rollups(): the same seeded events go into both (straight
 // into `events`, their hours logged in rollup_invalidations as the worker's commit does), and
-// /export/events totalCount and /export/charts (rollup path on TimescaleDB) must equal the
-// raw path on PostgreSQL:
+// /export/events totalCount and /export/charts (rollup path on TimescaleDB, also filtered on
+// one column) must equal the raw path on PostgreSQL:
 //   (a) before any refresh, (b) after refreshRollups() has emptied the log,
 //   (c) after late events into refreshed hours (logged, not yet refreshed).
 //   node --import tsx --test test/export-timescale.test.ts
@@ -57,7 +57,10 @@ async function refreshAll(db: Pool, timescale: boolean): Promise<number> {
 }
 
 const s = (x: unknown) => JSON.stringify(x);
-const EVENT_QUERIES = ['limit=20', 'limit=20&event=screen_view,session_start', 'limit=20&start=2026-06-03', 'limit=20&start=2026-06-04T10:30:00Z&end=2026-06-09'];
+const EVENT_QUERIES = [
+  'limit=20', 'limit=20&event=screen_view,session_start', 'limit=20&start=2026-06-03', 'limit=20&start=2026-06-04T10:30:00Z&end=2026-06-09',
+  `limit=20&start=2026-06-02&filters=${encodeURIComponent(s([{ name: 'browser', operator: 'isNot', value: ['Firefox'] }, { name: 'country', operator: 'is', value: ['DE', 'US'] }, { name: 'os', operator: 'is', value: [''] }]))}`,
+];
 const CHART_QUERIES: Record<string, string>[] = [
   { range: '7d', series: s([{ name: '*' }]) },
   { range: '7d', previous: 'true', series: s([{ name: '*' }]), breakdowns: s([{ name: 'country' }]) },
@@ -65,6 +68,11 @@ const CHART_QUERIES: Record<string, string>[] = [
   { range: 'last24h', series: s([{ name: '*' }]), breakdowns: s([{ name: 'name' }]) },
   { startDate: '2026-06-02', endDate: '2026-06-09', interval: 'hour', series: s([{ name: 'click' }]), breakdowns: s([{ name: 'browser' }]) },
   { range: '7d', series: s([{ name: '*', segment: 'user' }]), breakdowns: s([{ name: 'country' }]) },
+  // filtered on one column: that column's daily rows and hourly continuous aggregate (internal/export/column.ts)
+  { range: '7d', series: s([{ name: '*' }]), breakdowns: s([{ name: 'city' }]), filters: s([{ name: 'city', operator: 'isNot', value: ['Berlin'] }]) },
+  { startDate: '2026-06-02', endDate: '2026-06-09', interval: 'hour', series: s([{ name: '*' }]), breakdowns: s([{ name: 'name' }]), filters: s([{ name: 'path', operator: 'contains', value: ['doc', 'pri'] }]) },
+  // filtered on three cube columns: the event cube's full-combination days (sql/017) and hours
+  { range: '7d', series: s([{ name: '*' }]), breakdowns: s([{ name: 'country' }]), filters: s([{ name: 'browser', operator: 'is', value: ['Chrome', ''] }, { name: 'referrer_name', operator: 'isNot', value: [''] }, { name: 'device', operator: 'is', value: [''] }]) },
 ];
 
 async function answers(db: Pool, projectId: string, path: 'auto' | 'raw'): Promise<unknown[]> {

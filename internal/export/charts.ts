@@ -41,7 +41,11 @@
 //   at most `exactVisitorsMax` events of the series (TIDEMARK_EXACT_VISITORS_MAX), else
 //   HyperLogLog estimates from the event sketches when the hll extension is installed
 //   (./sketches.ts: 99.7% of numbers within 3%; event counts and the series stay exact).
-//   one_event_per_user and group are always raw, as is everything filtered.
+//   one_event_per_user and group are always raw, as is every segment but `event` when filtered.
+// - Event counts FILTERED on one rolled-up column (and `name`), with no breakdown or one on
+//   `name` or that column, read that column's daily and hourly rollups (./column.ts); other
+//   event counts filtered on the cube's columns read the event cube (./cube.ts); same bucket
+//   conditions, same answers as raw (tested both ways). seriesRead picks the read.
 // - Series metrics as OpenPanel's format(): sum = sum of the data points (rounded to 2
 //   decimals); average = mean of the NON-ZERO data points (OpenPanel's average() skips
 //   zeros), 2 decimals, 0 when all are zero; min / max over all data points; count = the
@@ -74,10 +78,11 @@ import {
 import type { ExportOptions } from './events';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
 import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
-import { chartCube, cubeGroupedSql } from './cube';
-import { chartRollup, rollupGroupedSql, type ExportPath } from './rollups';
+import { chartColumn, columnGroupedSql, type ChartColumn } from './column';
+import { chartCube, cubeGroupedSql, type ChartCube } from './cube';
+import { chartRollup, rollupGroupedSql, type ChartRollup, type ChartWindow, type ExportPath } from './rollups';
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
-import { chartPropertyRollup, propertyRollupGroupedSql } from './property-rollups';
+import { chartPropertyRollup, propertyRollupGroupedSql, type PropertyRollupPlan } from './property-rollups';
 import { exactVisitorsMaxFrom } from '../config/config';
 
 export const MAX_BUCKETS = 3000;
@@ -277,6 +282,40 @@ function seriesWhere(q: SeriesQuery, p: SqlParams): { where: string; v: string }
   return { where: conditions.join('\n      AND '), v };
 }
 
+/** Where a series of a common segment (not one_event_per_user or group) reads its whole hours. */
+export type SeriesRead =
+  | { kind: 'rollup'; plan: ChartRollup }
+  | { kind: 'propertyRollup'; plan: PropertyRollupPlan }
+  | { kind: 'cube'; plan: ChartCube }
+  | { kind: 'column'; plan: ChartColumn }
+  | { kind: 'raw' };
+
+/**
+ * The first read that can answer the series exactly: event counts without filters from the
+ * event rollups (./rollups.ts); property segments under the same conditions from the property
+ * rollups (./property-rollups.ts); event counts filtered on one rolled-up column (and `name`),
+ * broken down by none, `name` or that column, from that column's rollups (./column.ts: fewer
+ * rows than the cube, which also takes such a filter on one of its columns); other event counts
+ * filtered on the cube's low-cardinality columns from the event cube (./cube.ts); else raw.
+ */
+export function seriesRead(
+  window: ChartWindow,
+  item: Pick<ChartSeriesItem, 'segment' | 'property'>,
+  filters: readonly Filter[],
+  breakdowns: readonly { name: string }[],
+  path: ExportPath,
+): SeriesRead {
+  const rollup = chartRollup(window, item.segment, filters, breakdowns, path);
+  if (rollup) return { kind: 'rollup', plan: rollup };
+  const propertyRollup = chartPropertyRollup(window, item.segment, item.property, filters, breakdowns, path);
+  if (propertyRollup) return { kind: 'propertyRollup', plan: propertyRollup };
+  const column = chartColumn(window, item.segment, filters, breakdowns, path);
+  if (column) return { kind: 'column', plan: column };
+  const cube = chartCube(window, item.segment, filters, breakdowns, path);
+  if (cube) return { kind: 'cube', plan: cube };
+  return { kind: 'raw' };
+}
+
 /**
  * One statement per series item and period. It yields one row per (bucket, breakdown
  * values) and one total row per breakdown values (bucket NULL, GROUPING SETS), each with
@@ -308,24 +347,17 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
 
   if (!TWO_PASS.has(item.segment)) {
     const bSelect = bExprs.map((e, i) => `, ${e} AS b${i}`).join('');
-    // Event counts without filters: whole hours from the event rollups (./rollups.ts).
-    const rollup = chartRollup(q.window, item.segment, q.filters, breakdowns, q.path);
-    // Property segments under the same conditions: the hourly property rollups (./property-rollups.ts).
-    const propertyRollup = rollup ? null : chartPropertyRollup(q.window, item.segment, item.property, q.filters, breakdowns, q.path);
-    // Event counts filtered on the low-cardinality columns: the event cube (./cube.ts).
-    const cube = rollup || propertyRollup ? null : chartCube(q.window, item.segment, q.filters, breakdowns, q.path);
+    const read = seriesRead(q.window, item, q.filters, breakdowns, q.path);
+    const layer = { projectId: q.projectId, name: item.name, window: q.window, rawWhere: where, rawValue: bExprs[0] ?? null };
     let grouped: string;
-    if (rollup) {
-      grouped = rollupGroupedSql(rollup, { projectId: q.projectId, name: item.name, window: q.window, rawWhere: where, rawValue: bExprs[0] ?? null }, p);
-    } else if (cube) {
-      grouped = cubeGroupedSql(cube, {
-        projectId: q.projectId, name: item.name, filters: q.filters, window: q.window, rawWhere: where, rawValue: bExprs[0] ?? null,
-      }, p);
-    } else if (propertyRollup) {
-      grouped = propertyRollupGroupedSql(propertyRollup, {
-        projectId: q.projectId, name: item.name, segment: item.segment, window: q.window,
-        rawWhere: where, rawValue: bExprs[0] ?? null, rawNumber: v,
-      }, p);
+    if (read.kind === 'rollup') {
+      grouped = rollupGroupedSql(read.plan, layer, p);
+    } else if (read.kind === 'propertyRollup') {
+      grouped = propertyRollupGroupedSql(read.plan, { ...layer, segment: item.segment, rawNumber: v }, p);
+    } else if (read.kind === 'cube') {
+      grouped = cubeGroupedSql(read.plan, { ...layer, filters: q.filters }, p);
+    } else if (read.kind === 'column') {
+      grouped = columnGroupedSql(read.plan, { ...layer, filters: q.filters }, p);
     } else {
       const bucket = bucketExpr();
       const sets = breakdowns.length ? `(${[bucket, ...bExprs].join(', ')}), (${bExprs.join(', ')})` : `(${bucket}), ()`;

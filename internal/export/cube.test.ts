@@ -5,8 +5,9 @@
 // do not start on whole UTC hours), rolled up by the service's refreshRollups(); then late
 // events refreshed into some days (rebuilt) and late events left logged in others. Every
 // filtered chart and filtered /export/events page asked both ways must give identical JSON;
-// tampered cube rows prove each layer is read where it may be and nowhere else; an upgraded
-// database (data before 015) stays exact.
+// tampered cube rows (hourly, daily pairs, daily full combinations of sql/017) prove each layer
+// is read where it may be and nowhere else; upgraded databases (data before 015, days built
+// before 017) stay exact.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
@@ -20,6 +21,7 @@ import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, searchParams, pre
 
 const DB_NAME = `tidemark_test_cube_${randomBytes(6).toString('hex')}`;
 const UP_DB = `tidemark_test_cube_up_${randomBytes(6).toString('hex')}`;
+const UP17_DB = `tidemark_test_cube_up17_${randomBytes(6).toString('hex')}`;
 const PROJECTS = dailyLayerProjects('q');
 const { FROM, TO, NOW, NOW_HOUR } = DAILY_LAYER_TIME;
 
@@ -93,6 +95,7 @@ const SHAPES: Record<string, unknown>[] = [
   { series: s({ name: '*' }, { name: 'purchase', id: 'P' }), breakdowns: bd('referrer_name'), filters: [f('referrer_name', 'regex', '^(Google|Bing)$')], limit: 2 },
   { series: s({ name: '*' }), breakdowns: bd('device'), filters: [f('brand', 'endsWith', 'ung'), f('utm_source', 'doesNotContain', 'ads')] },
   { series: s({ name: '*' }), breakdowns: bd('city'), filters: [f('country', 'is', 'DE')] },
+  { series: s({ name: '*', filters: [f('name', 'isNot', 'click')] }), breakdowns: bd('name'), filters: [f('os', 'regex', '^(i|A)'), f('device', 'isNot', ''), f('referrer_name', 'doesNotContain', 'x'), f('brand', 'endsWith', 'le', '')] },
 ];
 /** Filtered /export/events pages (the totalCount): cube columns and names, with and without bounds. */
 const PAGES: Record<string, unknown>[] = [
@@ -196,10 +199,30 @@ describe('event cube (sql/015)', () => {
        )
        SELECT count(*)::int AS n FROM ((SELECT * FROM raw EXCEPT ALL SELECT * FROM kept) UNION ALL (SELECT * FROM kept EXCEPT ALL SELECT * FROM raw)) x`);
     assert.equal(pairs.rows[0].n, 0);
+    // ... and its full-combination rows (sql/017) too.
+    const full = await pool.query(
+      `WITH ok AS (
+         SELECT d.* FROM event_cube_days d
+         WHERE NOT EXISTS (SELECT 1 FROM rollup_invalidations i WHERE i.project_id = d.project_id
+                           AND i.bucket >= d.bucket AND i.bucket < d.bucket + d.hours * interval '1 hour')
+       ), raw AS (
+         SELECT d.project_id, d.bucket, ${cols.split(', ').map((c) => `e.${c}`).join(', ')}, count(*)::bigint AS count
+         FROM ok d
+         JOIN events e ON e.project_id = d.project_id AND e.created_at >= d.bucket AND e.created_at < d.bucket + d.hours * interval '1 hour'
+         GROUP BY ALL_COLS
+       ), kept AS (
+         SELECT k.project_id, k.bucket, ${cols.split(', ').map((c) => `k.${c}`).join(', ')}, k.count FROM event_cube_daily k
+         JOIN ok d ON d.project_id = k.project_id AND d.bucket = k.bucket
+       )
+       SELECT count(*)::int AS n, (SELECT count(*)::int FROM kept) AS kept
+       FROM ((SELECT * FROM raw EXCEPT ALL SELECT * FROM kept) UNION ALL (SELECT * FROM kept EXCEPT ALL SELECT * FROM raw)) x`
+        .replace('ALL_COLS', Array.from({ length: 13 }, (_, i) => i + 1).join(', ')));
+    assert.equal(full.rows[0].n, 0);
+    assert.ok(full.rows[0].kept > 10_000);
     const distinctPairs = await pool.query(`SELECT count(DISTINCT pair)::int AS n FROM event_cube_pairs_daily`);
     assert.equal(distinctPairs.rows[0].n, 36);
     const reg = await pool.query(`SELECT relation FROM rollup_registry WHERE refresh_fn = 'tm_refresh_event_cube' ORDER BY relation`);
-    assert.deepEqual(reg.rows.map((r) => r.relation), ['event_cube_days', 'event_cube_hourly', 'event_cube_pairs_daily']);
+    assert.deepEqual(reg.rows.map((r) => r.relation), ['event_cube_daily', 'event_cube_days', 'event_cube_hourly', 'event_cube_pairs_daily']);
   });
 
   it('filtered /export/charts and /export/events totalCount: the default path equals the raw path (periods, DST, timezones, previous)', async () => {
@@ -207,7 +230,7 @@ describe('event cube (sql/015)', () => {
     assert.equal(n, PROJECTS.length * (PERIODS.length * SHAPES.length * 2 + PAGES.length));
   });
 
-  it('reads pair rows of whole days, hourly rows of the other hours, and neither where it may not (tampered rows)', async () => {
+  it('reads pair or full-combination rows of whole days, hourly rows of the other hours, and neither where it may not (tampered rows)', async () => {
     const chart = async (q: Record<string, unknown>, date: string, country = 'DE') => {
       const [auto, raw] = await chartBoth(pool, 'q_utc', { series: s({ name: 'screen_view' }), breakdowns: bd('country'), ...q });
       const pick = (c: ChartResponse) => (c.series.find((x) => x.names.includes(country))?.data ?? [])
@@ -224,6 +247,13 @@ describe('event cube (sql/015)', () => {
        WHERE ctid = (SELECT ctid FROM event_cube_hourly WHERE project_id = 'q_utc' AND bucket = $1::timestamptz AND name = 'screen_view'
                      AND NOT is_bot AND country = 'DE' AND device = 'mobile' LIMIT 1)`,
       [hour, by]);
+    // one full-combination row of the day (sql/017)
+    const tamperFull = (day: string, by: number) => pool.query(
+      `UPDATE event_cube_daily SET count = count + $2
+       WHERE ctid = (SELECT ctid FROM event_cube_daily WHERE project_id = 'q_utc' AND bucket = $1::timestamptz AND name = 'screen_view'
+                     AND NOT is_bot AND country = 'DE' AND device = 'mobile' ORDER BY os, browser, brand, referrer_name, referrer_type, utm_source, utm_medium LIMIT 1)`,
+      [day, by]);
+    const three = { filters: [f('device', 'is', 'mobile'), f('os', 'isNot', 'x')] };
     // A complete day: listed, no logged hour; its pair row exists.
     assert.equal((await tamperDay('2026-03-05T00:00:00Z', 1000)).rowCount, 1);
     try {
@@ -240,7 +270,24 @@ describe('event cube (sql/015)', () => {
     } finally {
       await tamperDay('2026-03-05T00:00:00Z', -1000);
     }
-    // An hour: read by hour intervals and by three-column filters, not where its day's pair rows are read.
+    // The same day's full-combination rows: read with three columns named, not with two (the
+    // pair) nor by hour intervals; by the totalCount of a three-column filter too.
+    assert.equal((await tamperFull('2026-03-05T00:00:00Z', 700)).rowCount, 1);
+    try {
+      const [a3, r3] = await chart({ ...three, startDate: '2026-03-02', endDate: '2026-03-12', interval: 'day' }, '2026-03-05');
+      assert.equal(a3, r3 + 700);
+      const [aw, rw] = await chart({ ...three, startDate: '2026-02-23', endDate: '2026-03-15', interval: 'week' }, '2026-03-02');
+      assert.equal(aw, rw + 700);
+      const [a, r] = await chart({ ...mobile, startDate: '2026-03-02', endDate: '2026-03-12', interval: 'day' }, '2026-03-05');
+      assert.equal(a, r);
+      const [ah, rh] = await chart({ ...three, startDate: '2026-03-05', endDate: '2026-03-05', interval: 'hour' }, '2026-03-05');
+      assert.equal(ah, rh);
+      const [pa, pr] = await pageBoth(pool, 'q_utc', { filters: JSON.stringify([...three.filters, f('country', 'is', 'DE')]), start: '2026-03-01', end: '2026-03-10' });
+      assert.equal(pa.meta.totalCount, pr.meta.totalCount + 700);
+    } finally {
+      await tamperFull('2026-03-05T00:00:00Z', -700);
+    }
+    // An hour: read by hour intervals, not where its day's pair or full-combination rows are read.
     const hours = await pool.query<{ bucket: Date }>(
       `SELECT bucket FROM event_cube_hourly WHERE project_id = 'q_utc' AND bucket >= '2026-03-05' AND bucket < '2026-03-06'
          AND name = 'screen_view' AND NOT is_bot AND country = 'DE' AND device = 'mobile' ORDER BY bucket LIMIT 1`);
@@ -249,8 +296,10 @@ describe('event cube (sql/015)', () => {
     try {
       const [ah, rh] = await chart({ ...mobile, startDate: '2026-03-05', endDate: '2026-03-05', interval: 'hour' }, hour.slice(0, 13));
       assert.equal(ah, rh + 500);
-      const [a3, r3] = await chart({ filters: [f('device', 'is', 'mobile'), f('os', 'isNot', 'x')], startDate: '2026-03-02', endDate: '2026-03-12', interval: 'day' }, '2026-03-05');
-      assert.equal(a3, r3 + 500);
+      const [ah3, rh3] = await chart({ ...three, startDate: '2026-03-05', endDate: '2026-03-05', interval: 'hour' }, hour.slice(0, 13));
+      assert.equal(ah3, rh3 + 500);
+      const [a3, r3] = await chart({ ...three, startDate: '2026-03-02', endDate: '2026-03-12', interval: 'day' }, '2026-03-05');
+      assert.equal(a3, r3);
       const [a, r] = await chart({ ...mobile, startDate: '2026-03-02', endDate: '2026-03-12', interval: 'day' }, '2026-03-05');
       assert.equal(a, r);
     } finally {
@@ -260,11 +309,15 @@ describe('event cube (sql/015)', () => {
     // refresh), its rows not read.
     assert.equal((await pool.query(`SELECT 1 FROM event_cube_days WHERE project_id = 'q_utc' AND bucket = '2026-03-15T00:00:00Z'`)).rowCount, 1);
     assert.equal((await tamperDay('2026-03-15T00:00:00Z', 1000)).rowCount, 1);
+    assert.equal((await tamperFull('2026-03-15T00:00:00Z', 1000)).rowCount, 1);
     try {
       const [a, r] = await chart({ ...mobile, startDate: '2026-03-10', endDate: '2026-03-20', interval: 'day' }, '2026-03-15');
       assert.equal(a, r);
+      const [a3, r3] = await chart({ ...three, startDate: '2026-03-10', endDate: '2026-03-20', interval: 'day' }, '2026-03-15');
+      assert.equal(a3, r3);
     } finally {
       await tamperDay('2026-03-15T00:00:00Z', -1000);
+      await tamperFull('2026-03-15T00:00:00Z', -1000);
     }
   });
 
@@ -290,6 +343,37 @@ describe('event cube (sql/015)', () => {
       await check('after the refresh');
     } finally {
       await dropSqlDb(up, UP_DB);
+    }
+  });
+
+  it('an upgraded database (days built before 017, without full-combination rows) answers exactly before and after the refresh', async () => {
+    const file = '017_event_cube_daily.sql';
+    const later = migrationFiles().filter((x) => x >= file);
+    const up = await createSqlDb(UP17_DB, { edit: (name, sql) => (later.includes(name) ? 'SELECT 1' : sql) });
+    try {
+      for (const [i, p] of PROJECTS.entries()) {
+        await up.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
+        await generate(up, p.id, 0.7 + i / 10, 3000);
+      }
+      await up.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
+      await refreshAll(up);
+      const listed = (await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n;
+      assert.ok(listed > 200);
+      for (const x of later) await up.query(migrationSql(x));
+      // the days stay listed, with no full-combination rows yet: every hour with events is logged
+      assert.equal((await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n, listed);
+      assert.equal((await up.query('SELECT count(*)::int AS n FROM event_cube_daily')).rows[0].n, 0);
+      assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 1000);
+      const threeColumns = SHAPES.filter((x) => (x.filters as Filter[]).length >= 3 || x === SHAPES[SHAPES.length - 1]);
+      assert.equal(threeColumns.length, 2);
+      const check = async (label: string) => compareAll(up, label, [{ range: '30d' }, { range: '3m', interval: 'week' }], threeColumns);
+      await check('before the refresh');
+      await refreshAll(up);
+      assert.equal((await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n, listed);
+      assert.ok((await up.query('SELECT count(*)::int AS n FROM event_cube_daily')).rows[0].n > 1000);
+      await check('after the refresh');
+    } finally {
+      await dropSqlDb(up, UP17_DB);
     }
   });
 });

@@ -4,15 +4,20 @@
 // totalCount FILTERED on a column (e.g. events per country where device = mobile) read every
 // raw event of the period. The cube keeps event counts per hour and combination of the nine
 // low-cardinality columns (CUBE_DIMENSIONS, the session cube's list), with the event name and
-// bot flag; and per complete local day, per pair of those columns. So when every filter
-// names a cube column (or `name`) and the breakdown is one of them, `name` or none:
+// bot flag; and per complete local day, per pair of those columns (sql/015) and per full
+// combination (sql/017_event_cube_daily.sql). So when every filter names a cube column (or
+// `name`) and the breakdown is one of them, `name` or none:
 //   - complete local days (event_cube_days, no hour logged; for charts inside one bucket)
-//     read one pair's daily rows, when the filters and breakdown name at most two columns;
+//     read one pair's daily rows when the filters and breakdown name at most two columns,
+//     else the day's full-combination rows (event_cube_daily: the same days, ~4 times fewer
+//     rows than their hours on the bench data);
 //   - the other whole hours not logged read their hourly cube rows (an index probe per hour);
 //   - logged hours and the partial hours at either edge read raw events, as everywhere.
 // The filters are compiled once per layer against rows whose columns carry the events' own
 // names, so they test the cube rows exactly as they test events. (The session cube of insights,
-// sql/012 and sql/016, is built the same way.)
+// sql/012 and sql/016, is built the same way.) Charts filtered on ONE column (with a breakdown
+// of none, `name` or that column) read that column's own rollups instead (./column.ts: fewer
+// rows); the cube serves the rest.
 import { CUBE_DIMENSIONS, cubePair, type CubeDimension, type CubePair } from '../insights/rollups';
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import { compileAll, type SqlParams } from '../query/filters';
@@ -27,7 +32,10 @@ const CUBE: ReadonlySet<string> = new Set(CUBE_DIMENSIONS);
 
 /** How a filtered read uses the cube. */
 export interface CubePlan {
-  /** The daily pair read, or null when the filters and breakdown name more than two columns. */
+  /**
+   * The daily pair read, or null when the filters and breakdown name more than two columns
+   * (days then read the full-combination rows of event_cube_daily).
+   */
   pair: CubePair | null;
   /** The breakdown column of a cube row (alias r), or null without a breakdown. */
   value: string | null;
@@ -81,12 +89,15 @@ function hourSql(q: CubeRows, p: SqlParams): string {
 }
 
 /**
- * The daily pair rows of day `days.lo` that pass the filters, the pair's a and b renamed to
- * their columns (so the filters and the breakdown read them by name). Without a pair (more
- * than two columns named) no day is read: `days` is empty then.
+ * The daily rows of day `days.lo` that pass the filters: a pair's rows, a and b renamed to
+ * their columns (so the filters and the breakdown read them by name); without a pair (more
+ * than two columns named) the day's full-combination rows, whose columns carry their names.
  */
 function daySql(plan: CubePlan, q: CubeRows, p: SqlParams): string {
-  if (!plan.pair) return 'SELECT * FROM event_cube_hourly x WHERE false';
+  if (!plan.pair) {
+    const c = [`x.project_id = ${q.project}`, 'x.bucket = days.lo', ...rowConditions(q, p), compileAll(indexed(q.filters), 'x', p)];
+    return `SELECT * FROM event_cube_daily x WHERE ${c.join(' AND ')}`;
+  }
   const { key, a, b } = plan.pair;
   const c = [`x.project_id = ${q.project}`, `x.pair = ${p.add(key)}`, 'x.bucket = days.lo', ...rowConditions(q, p)];
   // Identifiers: a and b come from CUBE_DIMENSIONS only.
@@ -94,8 +105,8 @@ function daySql(plan: CubePlan, q: CubeRows, p: SqlParams): string {
           WHERE ${compileAll(indexed(q.filters), 'x', p)}`;
 }
 
-/** The days table a plan reads: event_cube_days, or none (an empty relation) without a pair. */
-const daysTable = (plan: CubePlan) => (plan.pair ? 'event_cube_days' : '(SELECT NULL::text AS project_id, NULL::timestamptz AS bucket, 1 AS hours WHERE false)');
+/** The days whose pair rows and full-combination rows are complete (sql/015, sql/017). */
+const DAYS_TABLE = 'event_cube_days';
 
 // ---------------------------------------------------------------------------------------
 // /export/charts
@@ -137,7 +148,7 @@ export function cubeGroupedSql(
 ): string {
   const q: CubeRows = { project: p.add(opts.projectId), names: opts.name === '*' ? [] : [opts.name], chartedOnly: true, filters: opts.filters };
   return layeredGroupedSql(
-    { daysTable: daysTable(cube.plan), daySql: daySql(cube.plan, q, p), hourSql: hourSql(q, p), value: cube.plan.value },
+    { daysTable: DAYS_TABLE, daySql: daySql(cube.plan, q, p), hourSql: hourSql(q, p), value: cube.plan.value },
     { project: q.project, span: cube.span, window: opts.window, rawWhere: opts.rawWhere, rawValue: opts.rawValue },
     p,
   );
@@ -149,9 +160,9 @@ export function cubeGroupedSql(
 /**
  * One statement giving `n` (text): the events matching `rawWhere` (alias `e`: project,
  * start/end, names and the filters) at or before the anchor, over the cube for the whole hours
- * of `span` (complete days from the pair rows, other unlogged hours with events from the hourly
- * rows) and
- * raw events for the logged hours and the edges. Every event counts (bots, session_start and
+ * of `span` (complete days from the pair rows, or the full-combination rows with more than two
+ * columns; other unlogged hours with events from the hourly rows) and raw events for the logged
+ * hours and the edges. Every event counts (bots, session_start and
  * session_end too), as in the export.
  */
 export function cubeTotalCountSql(
@@ -181,7 +192,7 @@ export function cubeTotalCountSql(
     ),
     days AS MATERIALIZED (
       SELECT m.bucket AS lo, m.bucket + m.hours * interval '1 hour' AS hi
-      FROM ${daysTable(plan)} m
+      FROM ${DAYS_TABLE} m
       WHERE m.project_id = ${q.project} AND m.bucket >= ${from} AND m.bucket + m.hours * interval '1 hour' <= ${to}
         AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= m.bucket AND inv.bucket < m.bucket + m.hours * interval '1 hour')
     ),
