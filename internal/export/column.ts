@@ -38,7 +38,7 @@ import { compileAll, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
 import {
-  ADDITIVE_SEGMENTS, EVENT_ROLLUP_DIMENSIONS, HOUR_MS, layeredGroupedSql,
+  EVENT_ROLLUP_DIMENSIONS, layeredGroupedSql, layeredSpan,
   type ChartWindow, type ExportPath,
 } from './rollups';
 
@@ -93,15 +93,10 @@ export function chartColumn(
   breakdowns: readonly { name: string }[],
   path: ExportPath = 'auto',
 ): ChartColumn | null {
-  if (path === 'raw' || !ADDITIVE_SEGMENTS.has(segment) || breakdowns.length > 1) return null;
+  const span = layeredSpan(window, segment, breakdowns, path);
+  if (!span) return null;
   const plan = columnPlan(filters, breakdowns[0]?.name);
-  if (!plan) return null;
-  const startMs = window.start.getTime();
-  if (!window.buckets.every((b) => b.getTime() <= startMs || b.getTime() % HOUR_MS === 0)) return null;
-  const from = Math.ceil(startMs / HOUR_MS) * HOUR_MS;
-  const to = Math.floor(window.end.getTime() / HOUR_MS) * HOUR_MS;
-  if (!(to > from)) return null;
-  return { plan, span: { from: new Date(from), to: new Date(to) } };
+  return plan ? { plan, span } : null;
 }
 
 /**

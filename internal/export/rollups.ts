@@ -171,6 +171,27 @@ export function chartRollup(
 }
 
 /**
+ * The whole UTC hours of `window` that a layered additive read (event cube, one column's
+ * rollups) may take from rollups, or null: segment `event`, not the raw path, at most one
+ * breakdown, every bucket boundary inside the window on a whole UTC hour, and at least one
+ * whole hour inside the window.
+ */
+export function layeredSpan(
+  window: ChartWindow,
+  segment: ChartSegment,
+  breakdowns: readonly { name: string }[],
+  path: ExportPath,
+): { from: Date; to: Date } | null {
+  if (path === 'raw' || !ADDITIVE_SEGMENTS.has(segment) || breakdowns.length > 1) return null;
+  const startMs = window.start.getTime();
+  if (!window.buckets.every((b) => b.getTime() <= startMs || b.getTime() % HOUR_MS === 0)) return null;
+  const from = ceilHour(startMs);
+  const to = floorHour(window.end.getTime());
+  if (!(to > from)) return null;
+  return { from: new Date(from), to: new Date(to) };
+}
+
+/**
  * Where one layered chart read takes its rows (alias `r` in `value`): `daySql` gives the rows
  * of one complete local day `days.lo` listed in `daysTable`, `hourSql` those of one hour
  * `hrs.h`; both with a `count` column and the breakdown column that `value` names. Each is
