@@ -224,6 +224,27 @@ async function sameBothWays(projectId: string, q: Q, now = NOW): Promise<{ metri
   return { metrics: planFor(period, params.filters), breakdowns: plans, sessions: raw.metrics.total_sessions };
 }
 
+/**
+ * Changes columns of one f_utc session and logs its hour in one transaction, as the worker
+ * does. Column names are the test's own constants.
+ */
+async function changeLogged(id: string, hour: string, columns: Record<string, string>): Promise<void> {
+  const names = Object.keys(columns);
+  const c = await pool.connect();
+  try {
+    await c.query('BEGIN');
+    await c.query(`UPDATE sessions SET ${names.map((n, i) => `${n} = $${i + 2}`).join(', ')} WHERE id = $1`, [id, ...Object.values(columns)]);
+    await c.query(
+      `INSERT INTO rollup_invalidations (project_id, bucket) VALUES ('f_utc', $1)
+       ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
+      [hour],
+    );
+    await c.query('COMMIT');
+  } finally {
+    c.release();
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 
 describe('rollupDimensionFor / planFor with filters', () => {
@@ -631,21 +652,7 @@ describe('the session cube (sql/012): breakdowns filtered on another dimension',
     );
     const target = rows[0] as { id: string; started_at: Date; country: string; device: string; browser: string };
     const hour = new Date(Math.floor(target.started_at.getTime() / HOUR) * HOUR).toISOString();
-    const change = async (country: string, device: string, browser: string) => {
-      const c = await pool.connect();
-      try {
-        await c.query('BEGIN');
-        await c.query('UPDATE sessions SET country = $2, device = $3, browser = $4 WHERE id = $1', [target.id, country, device, browser]);
-        await c.query(
-          `INSERT INTO rollup_invalidations (project_id, bucket) VALUES ('f_utc', $1)
-           ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
-          [hour],
-        );
-        await c.query('COMMIT');
-      } finally {
-        c.release();
-      }
-    };
+    const change = (country: string, device: string, browser: string) => changeLogged(target.id, hour, { country, device, browser });
     await change('DE', 'tablet', 'Cube Browser');
     try {
       const changed = await ask();
@@ -795,21 +802,7 @@ describe('metrics filtered on two cube dimensions: the daily pair metrics (sql/0
     );
     const target = rows[0] as { id: string; started_at: Date; country: string; device: string; profile_id: string };
     const hour = new Date(Math.floor(target.started_at.getTime() / HOUR) * HOUR).toISOString();
-    const change = async (country: string, device: string, profile: string) => {
-      const c = await pool.connect();
-      try {
-        await c.query('BEGIN');
-        await c.query('UPDATE sessions SET country = $2, device = $3, profile_id = $4 WHERE id = $1', [target.id, country, device, profile]);
-        await c.query(
-          `INSERT INTO rollup_invalidations (project_id, bucket) VALUES ('f_utc', $1)
-           ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
-          [hour],
-        );
-        await c.query('COMMIT');
-      } finally {
-        c.release();
-      }
-    };
+    const change = (country: string, device: string, profile_id: string) => changeLogged(target.id, hour, { country, device, profile_id });
     await change('DE', 'tablet', 'a-visitor-never-seen');
     try {
       const changed = await ask();
