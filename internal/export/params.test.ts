@@ -75,6 +75,11 @@ describe('export events params', () => {
     rejects(parseEventsParams, 'page=0', ['page']);
     rejects(parseEventsParams, 'page=-1', ['page']);
     rejects(parseEventsParams, 'page=1.5', ['page']);
+    // A huge number is one issue (max), not also zod's safe-integer bound.
+    for (const query of ['limit=99999999999999999999', 'page=99999999999999999999']) {
+      assert.equal(rejects(parseEventsParams, query, [query.split('=')[0]!]).issues.length, 1, query);
+    }
+    assert.equal(rejects(parseChartParams, 'series=[{"name":"x"}]&limit=99999999999999999999', ['limit']).issues.length, 1);
   });
 
   it('start and end: dates and ISO date-times', () => {

@@ -43,7 +43,7 @@ function positiveInt(max: number, what: string) {
     .string()
     .regex(/^\d+$/, 'Expected a positive integer')
     .transform(Number)
-    .pipe(z.number().int().min(1, `${what} starts at 1`).max(max, `${what} must be at most ${max}`));
+    .pipe(z.number().min(1, `${what} starts at 1`).max(max, `${what} must be at most ${max}`)); // digits: an integer; one issue when huge
 }
 
 function throwIssues(issues: Issue[]): never {

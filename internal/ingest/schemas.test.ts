@@ -3,8 +3,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { TrackBody, trackBodyFast } from './schemas';
+import { EventBody, TrackBody, trackBodyFast } from './schemas';
 import { parseJsonBody } from './handler';
+import { splitReserved } from './ops';
 import { BadRequestError } from '../http/errors';
 import type { HttpRequest } from '../http/types';
 
@@ -80,4 +81,26 @@ test('parseJsonBody(TrackBody) answers as zod alone, issues included', () => {
     const text = JSON.stringify(b) ?? 'null';
     assert.deepEqual(outcome(() => parseJsonBody(req(text), TrackBody)), outcome(() => viaZod(JSON.parse(text))));
   }), { numRuns: 5000 });
+});
+
+test('a timestamp that is not ISO 8601 at all is one 400 issue, not two', () => {
+  const issues = (data: unknown) => {
+    const r = EventBody.safeParse(data);
+    assert.ok(!r.success);
+    return BadRequestError.fromZod(r.error).issues;
+  };
+  for (const ts of ['garbage', '1700000000', '2026-11-20T25:00']) {
+    const e = issues({ name: 'x', timestamp: ts });
+    assert.deepEqual(e.map((i) => i.path), [['timestamp']], JSON.stringify(e));
+    // A track payload's __timestamp is checked where the reserved keys are split off.
+    const t = (() => {
+      try {
+        splitReserved({ __timestamp: ts }, ['payload', 'properties']);
+      } catch (err) {
+        return (err as BadRequestError).issues;
+      }
+      assert.fail(`__timestamp ${ts} accepted`);
+    })();
+    assert.deepEqual(t.map((i) => i.path), [['payload', 'properties', '__timestamp']], JSON.stringify(t));
+  }
 });

@@ -21,7 +21,7 @@ export const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.
 /** ISO 8601 date or date-time; without an offset it is UTC. */
 export const Timestamp = z
   .string()
-  .regex(ISO_DATE_TIME, 'must be an ISO 8601 date-time')
+  .regex(ISO_DATE_TIME, { message: 'must be an ISO 8601 date-time', abort: true }) // one issue, not two
   .refine((s) => !Number.isNaN(parseIsoMs(s)), 'must be a valid ISO 8601 date-time');
 
 /** ms since the epoch, or NaN for anything that is not a real calendar date and time. */

@@ -80,6 +80,17 @@ describe('insights params', () => {
     }
   });
 
+  it('a date that is not YYYY-MM-DD at all, or a huge cursor or limit, is one issue', () => {
+    for (const [query, path] of [
+      ['startDate=20261101&endDate=2026-11-02', 'startDate'], ['startDate=2026-11-01T00:00:00Z&endDate=2026-11-02', 'startDate'],
+      ['startDate=2026-11-01&endDate=', 'endDate'], ['cursor=99999999999999999999', 'cursor'], ['cursor=9007199254740992', 'cursor'],
+      ['limit=99999999999999999999', 'limit'],
+    ] as const) {
+      const err = rejects(query, [path]);
+      assert.equal(err.issues.length, 1, `${query}: ${JSON.stringify(err.issues)}`);
+    }
+  });
+
   it('rejects Feb 30 and Feb 29 of a common year', () => {
     rejects('startDate=2026-02-01&endDate=2026-02-30', ['endDate']);
     rejects('startDate=2025-02-29&endDate=2025-03-01', ['startDate']);

@@ -44,7 +44,8 @@ const noNul = (s: string) => !s.includes('\u0000');
 /** YYYY-MM-DD that names a real calendar day (no Feb 30), years 0001..9999. */
 export const dateSchema = z
   .string()
-  .regex(/^\d{4}-\d{2}-\d{2}$/, 'Expected a date as YYYY-MM-DD')
+  // abort: a string that is not YYYY-MM-DD is one issue, not also 'Not a calendar date'.
+  .regex(/^\d{4}-\d{2}-\d{2}$/, { message: 'Expected a date as YYYY-MM-DD', abort: true })
   .refine(isCalendarDate, 'Not a calendar date');
 
 function isCalendarDate(s: string): boolean {
@@ -99,7 +100,9 @@ function positiveIntSchema(max: number) {
     .string()
     .regex(/^\d+$/, 'Expected a positive integer')
     .transform(Number)
-    .pipe(z.number().int().min(1).max(max));
+    // Digits only, so an integer: no .int(), whose safe-integer bound would add a second
+    // issue next to max's for a huge number.
+    .pipe(z.number().min(1).max(max));
 }
 export const cursorSchema = positiveIntSchema(Number.MAX_SAFE_INTEGER);
 export const limitSchema = positiveIntSchema(MAX_LIMIT);
