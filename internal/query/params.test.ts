@@ -91,6 +91,13 @@ describe('insights params', () => {
     }
   });
 
+  it('bounds a period: years 1900..9998, at most 20 years (docs/insights-decisions.md)', () => {
+    assert.equal(parsePeriodParams(q('startDate=1900-01-01&endDate=1920-12-31')).startDate, '1900-01-01');
+    rejects('startDate=1899-12-31&endDate=1900-01-02', ['startDate']);
+    rejects('startDate=2000-01-01&endDate=2021-01-01', ['endDate']);
+    rejects('startDate=9998-01-01&endDate=9999-01-01', ['endDate']);
+  });
+
   it('rejects Feb 30 and Feb 29 of a common year', () => {
     rejects('startDate=2026-02-01&endDate=2026-02-30', ['endDate']);
     rejects('startDate=2025-02-29&endDate=2025-03-01', ['startDate']);
