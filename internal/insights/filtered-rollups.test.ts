@@ -16,7 +16,9 @@ import { SqlParams, splitFilters } from '../query/filters';
 import { parsePageParams, parsePeriodParams, type Filter, type PageParams } from '../query/params';
 import { resolvePeriod } from '../query/period';
 import { refreshRollups } from '../store/rollups';
-import { CUBE_DIMENSIONS, cubeFor, HLL_ERROR_BOUND, HLL_PARAMS, pairMetricsFor, planFor, rollupDimensionFor, rollupMetricsSql, type PlanTarget } from './rollups';
+import {
+  CUBE_DIMENSIONS, cubeFor, dimensionPairFor, HLL_ERROR_BOUND, HLL_PARAMS, pairMetricsFor, planFor, rollupDimensionFor, rollupMetricsSql, type PlanTarget,
+} from './rollups';
 import { getBreakdown, getMetrics, type InsightsOptions } from './service';
 import { dropSqlDb } from '../../test/support/sql-db';
 
@@ -201,6 +203,19 @@ function breakdownsFor(filters: Filter[]): SessionDimension[] {
 }
 
 const inCube = (name: string) => (CUBE_DIMENSIONS as readonly string[]).includes(name);
+const PARENT: Record<string, string> = { region: 'country', city: 'country', browser_version: 'browser', os_version: 'os' };
+
+/**
+ * Whether a breakdown of `dim` under `filters` names exactly one dimension outside the cube
+ * (maybe with its parent) and at most one cube dimension besides: the pairs of sql/019.
+ */
+function widePair(dim: string, filters: Filter[]): boolean {
+  const names = new Set([dim, ...filters.map((x) => x.name)]);
+  const wide = [...names].filter((n) => !inCube(n));
+  if (wide.length !== 1) return false;
+  const rest = [...names].filter((n) => n !== wide[0] && n !== PARENT[wide[0]!]);
+  return rest.length <= 1 && rest.every(inCube) && (rest.length === 1 || PARENT[wide[0]!] !== undefined);
+}
 
 /** Metrics (exact and from sketches) and the breakdowns, auto vs raw; returns the plans. */
 async function sameBothWays(projectId: string, q: Q, now = NOW): Promise<{ metrics: string; breakdowns: Record<string, string>; sessions: number }> {
@@ -273,7 +288,7 @@ describe('rollupDimensionFor / planFor with filters', () => {
   for (const [filters, target, expected] of cases) {
     it(`${target} filtered on ${filters.map((x) => x.name).join(' + ') || 'nothing'}: ${expected ?? 'raw'}`, () => {
       assert.equal(rollupDimensionFor(filters, target), expected);
-      const pair = pairMetricsFor(filters, target) !== null;
+      const pair = pairMetricsFor(filters, target) !== null || dimensionPairFor(filters, target) !== null;
       if (filters.length) assert.equal(planFor(period, filters, 'auto', target), expected || pair ? 'rollup' : 'raw');
       assert.equal(planFor(period, filters, 'raw', target), 'raw');
     });
@@ -287,8 +302,8 @@ describe('rollupDimensionFor / planFor with filters', () => {
     [[f('brand', 'is', 'Apple')], 'os', true],
     [[f('referrer_type', 'is', 'search')], 'referrer_type', false], // its own rollup
     [[f('country', 'is', 'DE')], 'device', true],
-    [[f('city', 'is', 'Paris')], 'country', false], // city is not in the cube
-    [[f('device', 'is', 'mobile')], 'city', false], // nor is the breakdown
+    [[f('city', 'is', 'Paris')], 'country', false], // city is not in the cube (the city,country pair: below)
+    [[f('device', 'is', 'mobile')], 'city', false], // nor is the breakdown (the city,device pair)
     [[f('device', 'is', 'mobile'), f('path', 'is', '/')], 'browser', false], // an event column
     [[f('device', 'is', 'mobile'), f('properties.plan', 'is', 'pro')], 'browser', false],
     [[f('device', 'is', 'mobile')], 'metrics', false], // visitors are not additive
@@ -299,7 +314,37 @@ describe('rollupDimensionFor / planFor with filters', () => {
     it(`${target} filtered on ${filters.map((x) => x.name).join(' + ') || 'nothing'}: ${expected ? 'session cube' : 'not the cube'}`, () => {
       assert.equal(cubeFor(filters, target), expected);
       if (expected) assert.equal(planFor(period, filters, 'auto', target), 'rollup');
-      if (filters.length && !expected && rollupDimensionFor(filters, target) === null) assert.equal(planFor(period, filters, 'auto', target), 'raw');
+      if (filters.length && !expected && rollupDimensionFor(filters, target) === null && dimensionPairFor(filters, target) === null) {
+        assert.equal(planFor(period, filters, 'auto', target), 'raw');
+      }
+      assert.equal(planFor(period, filters, 'raw', target), 'raw');
+    });
+  }
+
+  // A breakdown naming one wide dimension (maybe with its parent) and one cube dimension reads
+  // the (wide, cube) pair's daily rows (sql/019).
+  const dimensionPairCases: Array<[Filter[], PlanTarget, string | null]> = [
+    [[f('device', 'is', 'mobile')], 'city', 'city,device'],
+    [[f('city', 'is', 'Paris')], 'device', 'city,device'],
+    [[f('city', 'is', 'Paris')], 'country', 'city,country'], // the parent is a cube dimension
+    [[f('country', 'is', 'FR'), f('device', 'isNot', 'mobile')], 'city', 'city,device'], // wide, its parent, one cube dimension
+    [[f('city', 'is', 'Paris'), f('device', 'is', 'mobile')], 'country', 'city,device'],
+    [[f('browser', 'is', 'Chrome'), f('os', 'is', 'Android')], 'browser_version', 'browser_version,os'],
+    [[f('referrer_type', 'is', 'search'), f('referrer', 'startsWith', 'https://www.')], 'referrer', 'referrer,referrer_type'],
+    [[f('utm_source', 'is', 'google')], 'utm_campaign', 'utm_campaign,utm_source'],
+    [[f('model', 'is', 'iPhone'), f('model', 'isNot', '')], 'brand', 'model,brand'],
+    [[f('country', 'is', 'DE')], 'city', null], // its own rollup (the parent)
+    [[f('device', 'is', 'mobile')], 'browser', null], // the session cube
+    [[f('device', 'is', 'mobile'), f('os', 'is', 'iOS')], 'city', null], // two cube dimensions
+    [[f('region', 'is', 'Texas')], 'city', null], // two wide dimensions
+    [[f('device', 'is', 'mobile'), f('path', 'is', '/')], 'city', null], // an event column
+    [[f('device', 'is', 'mobile')], 'metrics', null],
+    [[f('device', 'is', 'mobile')], 'pages', null],
+  ];
+  for (const [filters, target, expected] of dimensionPairCases) {
+    it(`${target} filtered on ${filters.map((x) => x.name).join(' + ')}: ${expected ?? 'no dimension pair'}`, () => {
+      assert.equal(dimensionPairFor(filters, target)?.key ?? null, expected);
+      if (expected) assert.equal(planFor(period, filters, 'auto', target), 'rollup');
       assert.equal(planFor(period, filters, 'raw', target), 'raw');
     });
   }
@@ -338,9 +383,9 @@ describe('filtered rollup path = raw path (PostgreSQL)', () => {
         const expected = p.timezone === 'Asia/Kolkata' ? 'raw' : 'rollup';
         assert.equal(r.metrics, expected, 'metrics plan');
         for (const [dim, plan] of Object.entries(r.breakdowns)) {
-          const own = filters.every((x) => x.name === dim || x.name === { region: 'country', city: 'country', browser_version: 'browser', os_version: 'os' }[dim]);
+          const own = filters.every((x) => x.name === dim || x.name === PARENT[dim]);
           const cube = inCube(dim) && filters.every((x) => inCube(x.name));
-          assert.equal(plan, own || cube ? expected : 'raw', `${dim} plan`);
+          assert.equal(plan, own || cube || widePair(dim, filters) ? expected : 'raw', `${dim} plan`);
         }
         if (!label.includes('keeps none')) assert.ok(r.sessions > 0, 'the filter keeps sessions');
         else assert.equal(r.sessions, 0);
@@ -850,6 +895,10 @@ describe('metrics filtered on two cube dimensions: the daily pair metrics (sql/0
       assert.equal((await up.query(`SELECT count(*)::int AS n FROM rollup_session_pair_metrics_days WHERE project_id = 'u'`)).rows[0].n, days.length);
       assert.deepEqual(await getMetrics(up, 'u', q, NOW, SKETCHES), raw);
       assert.deepEqual(await getMetrics(up, 'u', q, NOW, AUTO), raw);
+      // sql/019's dimension pairs, applied in the same upgrade, built the same days.
+      assert.equal((await up.query(`SELECT count(*)::int AS n FROM rollup_session_dim_pairs_days WHERE project_id = 'u'`)).rows[0].n, days.length);
+      const byCountry = parsePageParams(query({ startDate: '2026-09-30', endDate: '2026-10-06', filters: [f('city', 'is', '')] }));
+      assert.deepEqual(await getBreakdown(up, 'u', 'country', byCountry, NOW, AUTO), await getBreakdown(up, 'u', 'country', byCountry, NOW, RAW));
     } finally {
       await dropDb(up, name);
     }
@@ -866,6 +915,145 @@ describe('metrics filtered on two cube dimensions: the daily pair metrics (sql/0
       assert.deepEqual(sums, rawSums);
       assert.ok(Math.abs(u - x) <= x * HLL_ERROR_BOUND, `${u} vs exact ${x}`);
     }
+  });
+});
+
+describe('breakdowns naming a wide dimension and a cube dimension: the daily dimension pairs (sql/019)', () => {
+  const CASES: Array<[SessionDimension, Filter[]]> = [
+    ['city', [f('device', 'is', 'mobile')]],
+    ['city', [f('device', 'isNot', 'mobile'), f('device', 'isNot', '')]],
+    ['city', [f('country', 'is', 'US'), f('browser', 'regex', '^(Chrome|Edge)$')]],
+    ['region', [f('referrer_name', 'contains', '%')]],
+    ['browser_version', [f('os', 'doesNotContain', 'i')]],
+    ['os_version', [f('os', 'is', 'Android'), f('device', 'is', 'mobile')]],
+    ['referrer', [f('referrer_type', 'isNot', 'search')]],
+    ['device', [f('city', 'is', 'Paris')]],
+    ['country', [f('city', 'contains', 'Ber')]],
+    ['browser', [f('browser_version', 'startsWith', '1')]],
+    ['utm_source', [f('city', 'is', '')]],
+    ['country', [f('city', 'is', 'Paris'), f('device', 'is', 'mobile')]],
+  ];
+  const PERIODS: Array<[string, Q]> = [
+    ['30d', { range: '30d' }],
+    ['today (no whole day)', { range: 'today' }],
+    ['a DST day (Berlin 10-25, New York 11-01: 25 h)', { startDate: '2026-10-25', endDate: '2026-11-01' }],
+    ['two weeks of whole days', { startDate: '2026-10-18', endDate: '2026-10-31' }],
+  ];
+
+  it('builds the same days as the session cube, each with the sums of its raw sessions per pair and values', async () => {
+    const { rows: days } = await exec(
+      `SELECT (SELECT count(*) FROM ((SELECT project_id, bucket, hours FROM rollup_session_dim_pairs_days
+                                      EXCEPT SELECT project_id, bucket, hours FROM rollup_session_cube_days)
+                                     UNION ALL (SELECT project_id, bucket, hours FROM rollup_session_cube_days
+                                      EXCEPT SELECT project_id, bucket, hours FROM rollup_session_dim_pairs_days)) x)::int AS differ,
+              (SELECT count(*) FROM rollup_session_dim_pairs_days)::int AS n,
+              (SELECT count(*) FROM rollup_session_dim_pairs_days WHERE project_id = 'f_kol')::int AS kolkata,
+              (SELECT count(DISTINCT pair) FROM rollup_session_dim_pairs_daily)::int AS pairs`,
+    );
+    assert.deepEqual({ ...days[0], n: days[0].n > 20 }, { differ: 0, n: true, kolkata: 0, pairs: 81 });
+    // Pairs recomputed from the raw sessions of each listed day.
+    for (const [a, parent, b] of [['city', 'country', 'device'], ['referrer', null, 'referrer_name'], ['os_version', 'os', 'browser'], ['region', 'country', 'referrer_type']] as const) {
+      const { rows } = await exec(
+        `WITH want AS (
+           SELECT d.project_id, d.bucket, s.${a} AS a, ${parent ? `s.${parent}` : `''`} AS a_prefix, s.${b} AS b,
+                  count(*) AS sessions, count(*) FILTER (WHERE s.is_bounce) AS bounces,
+                  count(*) FILTER (WHERE s.duration_ms > 0) AS timed, coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms
+           FROM rollup_session_dim_pairs_days d
+           JOIN sessions s ON s.project_id = d.project_id AND s.started_at >= d.bucket AND s.started_at < d.bucket + d.hours * interval '1 hour' AND NOT s.is_bot
+           GROUP BY 1, 2, 3, 4, 5
+         ), got AS (
+           SELECT project_id, bucket, a, a_prefix, b, sessions, bounces, timed_sessions, duration_ms
+           FROM rollup_session_dim_pairs_daily WHERE pair = $1
+         )
+         SELECT (SELECT count(*) FROM ((SELECT * FROM want EXCEPT ALL SELECT * FROM got) UNION ALL (SELECT * FROM got EXCEPT ALL SELECT * FROM want)) x)::int AS differ,
+                (SELECT count(*) FROM got)::int AS n`,
+        [`${a},${b}`],
+      );
+      assert.equal(rows[0].differ, 0, `${a},${b}`);
+      assert.ok(rows[0].n > 50, `${a},${b} has rows`);
+    }
+  });
+
+  for (const p of PROJECTS) {
+    for (const [label, q] of PERIODS) {
+      it(`${p.id} (${p.timezone}) ${label}: auto = raw, every page`, async () => {
+        for (const [dim, filters] of CASES) {
+          const params = parsePeriodParams(query({ ...q, filters }));
+          const period = resolvePeriod(params, p.timezone, NOW);
+          assert.equal(planFor(period, filters, 'auto', dim), p.timezone === 'Asia/Kolkata' ? 'raw' : 'rollup', `${dim} plan`);
+          const base = parsePageParams(query({ ...q, filters }));
+          const expected = await allRows((x) => getBreakdown(pool, p.id, dim, x, NOW, RAW), base, 50);
+          assert.deepEqual(await allRows((x) => getBreakdown(pool, p.id, dim, x, NOW, AUTO), base, 50), expected, `${dim} ${JSON.stringify(filters)}`);
+          assert.deepEqual(await allRows((x) => getBreakdown(pool, p.id, dim, x, NOW, AUTO), base, 2), expected, `${dim} by 2s ${JSON.stringify(filters)}`);
+          const total = (await getMetrics(pool, p.id, params, NOW, RAW)).metrics.total_sessions;
+          assert.equal(expected.reduce((n, r) => n + r.sessions, 0), total, `${dim} sums to the total`);
+          if (label === '30d' && dim === 'city' && filters[0]!.operator === 'is') assert.ok(total > 0);
+        }
+      });
+    }
+  }
+
+  it('reads a whole day\'s pair rows (a stale row shows), and raw sessions for the rest', async () => {
+    const page = (d0: string, d1: string, filters: Filter[]) => parsePageParams(query({ startDate: d0, endDate: d1, filters, limit: 50 }));
+    const mobile = [f('device', 'is', 'mobile')];
+    // 10-20 is whole; 10-21 has a logged hour (05:00, logged again as a worker would).
+    await exec(`INSERT INTO rollup_invalidations (project_id, bucket) VALUES ('f_utc', '2026-10-21T05:00Z') ON CONFLICT DO NOTHING`);
+    const cases: Array<[string, SessionDimension, Filter[], string, string, boolean]> = [
+      ['a whole day', 'city', mobile, 'city,device', '2026-10-20T00:00Z', true],
+      ['a whole day, the breakdown on the cube side', 'device', [f('city', 'is', 'Stale')], 'city,device', '2026-10-20T00:00Z', true],
+      ['a day with a logged hour', 'city', mobile, 'city,device', '2026-10-21T00:00Z', false],
+      ['another pair', 'city', mobile, 'city,os', '2026-10-20T00:00Z', false],
+    ];
+    for (const [label, dim, filters, pair, bucket, shows] of cases) {
+      const q = page('2026-10-19', '2026-10-21', filters);
+      const raw = await getBreakdown(pool, 'f_utc', dim, q, NOW, RAW);
+      assert.deepEqual(await getBreakdown(pool, 'f_utc', dim, q, NOW, AUTO), raw, label);
+      await exec(
+        `INSERT INTO rollup_session_dim_pairs_daily (project_id, pair, bucket, a, a_prefix, b, sessions, bounces, timed_sessions, duration_ms)
+         VALUES ('f_utc', $1, $2, 'Stale', 'XX', 'mobile', 1000, 0, 0, 0)`,
+        [pair, bucket],
+      );
+      try {
+        const auto = await getBreakdown(pool, 'f_utc', dim, q, NOW, AUTO);
+        const row = dim === 'city' ? auto.find((r) => r.name === 'Stale') : auto.find((r) => r.name === 'mobile');
+        const before = dim === 'city' ? 0 : raw.find((r) => r.name === 'mobile')?.sessions ?? 0;
+        assert.equal((row?.sessions ?? 0) - before, shows ? 1000 : 0, label);
+        if (shows && dim === 'city') assert.equal(row?.prefix, 'XX', 'the prefix is the row\'s a_prefix');
+      } finally {
+        await exec(`DELETE FROM rollup_session_dim_pairs_daily WHERE project_id = 'f_utc' AND a = 'Stale'`);
+      }
+    }
+  });
+
+  it('a change in a whole day, logged as the worker does, shows at once; the refresh rebuilds the day', async () => {
+    const q = parsePageParams(query({ startDate: '2026-10-22', endDate: '2026-10-22', filters: [f('device', 'isNot', 'desktop')], limit: 50 }));
+    const ask = async () => {
+      const raw = await getBreakdown(pool, 'f_utc', 'city', q, NOW, RAW);
+      assert.deepEqual(await getBreakdown(pool, 'f_utc', 'city', q, NOW, AUTO), raw);
+      return raw;
+    };
+    const listed = async () => (await exec(`SELECT count(*)::int AS n FROM rollup_session_dim_pairs_days WHERE project_id = 'f_utc' AND bucket = '2026-10-22T00:00Z'`)).rows[0].n;
+    assert.equal(await listed(), 1);
+    const before = await ask();
+    const { rows } = await exec(
+      `SELECT id, started_at, city, device FROM sessions WHERE project_id = 'f_utc' AND NOT is_bot AND device = 'desktop'
+         AND started_at >= '2026-10-22T00:00Z' AND started_at < '2026-10-23T00:00Z' ORDER BY started_at LIMIT 1`,
+    );
+    const target = rows[0] as { id: string; started_at: Date; city: string; device: string };
+    const hour = new Date(Math.floor(target.started_at.getTime() / HOUR) * HOUR).toISOString();
+    const change = (city: string, device: string) => changeLogged(target.id, hour, { city, device });
+    await change('Pair City', 'tablet');
+    try {
+      const changed = await ask();
+      assert.equal(changed.find((r) => r.name === 'Pair City')?.sessions, 1);
+      while ((await refreshRollups(pool, false, { before: REFRESHED_BEFORE })).buckets > 0);
+      assert.equal(await listed(), 1, 'the refresh of the day\'s last logged hour rebuilt it');
+      assert.deepEqual(await ask(), changed);
+    } finally {
+      await change(target.city, target.device);
+      while ((await refreshRollups(pool, false, { before: REFRESHED_BEFORE })).buckets > 0);
+    }
+    assert.deepEqual(await ask(), before);
   });
 });
 

@@ -137,11 +137,55 @@ export function pairMetricsFor(filters: readonly Filter[], target: PlanTarget): 
 }
 
 /**
+ * The session dimensions the session cube leaves out (their values would multiply its
+ * combinations); each is kept per local day paired with each cube dimension
+ * (sql/019_session_dimension_pairs.sql), with its parent as the rows' a_prefix.
+ */
+export const WIDE_DIMENSIONS = [
+  'referrer', 'utm_campaign', 'utm_term', 'utm_content', 'region', 'city', 'browser_version', 'os_version', 'model',
+] as const satisfies readonly SessionDimension[];
+
+export type WideDimension = (typeof WIDE_DIMENSIONS)[number];
+
+const WIDE: ReadonlySet<string> = new Set(WIDE_DIMENSIONS);
+
+/** One (wide, cube) pair of sql/019, as its daily rows key it. */
+export interface DimensionPair {
+  /** `wide,cube`. */
+  key: string;
+  wide: WideDimension;
+  cube: CubeDimension;
+}
+
+/**
+ * The (wide, cube) pair whose daily rows (sql/019) answer a breakdown of `target` under
+ * `filters`, or null: the breakdown and the filters name one wide dimension W, possibly W's
+ * parent, and at most one cube dimension C (when none, C is W's parent: a country breakdown
+ * filtered on city), and the breakdown is one of those. Narrower reads come first: a
+ * dimension's own rollup (rollupDimensionFor) and the session cube (cubeFor). Metrics and
+ * pages never (the rows keep no screen views or visitors, no pages).
+ */
+export function dimensionPairFor(filters: readonly Filter[], target: PlanTarget): DimensionPair | null {
+  if (filters.length === 0 || target === 'metrics' || target === 'pages') return null;
+  if (rollupDimensionFor(filters, target) !== null || cubeFor(filters, target)) return null;
+  const names = new Set<string>([target, ...filters.map((f) => f.name)]);
+  const wides = [...names].filter((n) => WIDE.has(n)) as WideDimension[];
+  if (wides.length !== 1) return null;
+  const wide = wides[0]!;
+  const parent = DIMENSION_PREFIX[wide];
+  const others = [...names].filter((n) => n !== wide && n !== parent);
+  if (others.length > 1 || !others.every((n) => CUBE.has(n))) return null;
+  const cube = (others[0] ?? parent) as CubeDimension | undefined;
+  return cube === undefined ? null : { key: `${wide},${cube}`, wide, cube };
+}
+
+/**
  * The single decision between the rollups and the raw tables for metrics, pages and
  * breakdowns: rollups when not forced raw, when the period's start and end and every bucket
  * start are whole UTC hours, and when there are no filters or rollupDimensionFor() finds a
- * dimension rollup that can apply them, or the breakdown reads the session cube (cubeFor; the
- * target defaults to metrics).
+ * dimension rollup that can apply them, or the breakdown reads the session cube (cubeFor) or a
+ * (wide, cube) dimension pair (dimensionPairFor), or metrics read their pair metrics
+ * (pairMetricsFor; the target defaults to metrics).
  */
 export function planFor(
   period: Pick<Period, 'start' | 'end' | 'buckets'>,
@@ -151,7 +195,7 @@ export function planFor(
 ): ReadPlan {
   if (path === 'raw') return 'raw';
   if (filters.length > 0 && rollupDimensionFor(filters, target) === null && !cubeFor(filters, target)
-      && pairMetricsFor(filters, target) === null) return 'raw';
+      && pairMetricsFor(filters, target) === null && dimensionPairFor(filters, target) === null) return 'raw';
   if (!wholeUtcHour(period.start) || !wholeUtcHour(period.end)) return 'raw';
   if (!period.buckets.every(wholeUtcHour)) return 'raw';
   return 'rollup';
@@ -619,13 +663,7 @@ export function rollupBreakdownSql(
   // Identifiers: the dimension and its parent come from SESSION_DIMENSIONS / DIMENSION_PREFIX.
   const parent = DIMENSION_PREFIX[dimension];
   const rollupKeys = parent ? 'r.value AS name, r.prefix AS prefix' : 'r.value AS name';
-  const rawKeys = parent ? `s.${dimension}, s.${parent}` : `s.${dimension}`;
-  // The '' row of a prefixed breakdown is one row whatever its parents (service.ts prefixKey).
-  const prefixKey = `CASE WHEN parts.name = '' THEN '' ELSE parts.prefix END`;
-  const keys = parent ? `parts.name, ${prefixKey}` : 'parts.name';
-  const shownPrefix = `CASE WHEN min(parts.prefix) = max(parts.prefix) THEN min(parts.prefix) ELSE '' END`;
-  const select = parent ? `parts.name, ${shownPrefix} AS prefix` : 'parts.name';
-  const order = parent ? `parts.name COLLATE "C", ${shownPrefix} COLLATE "C"` : 'parts.name COLLATE "C"';
+  const rawKeys = breakdownKeys(dimension, 's');
   return `
       WITH ${invalidatedCte(b)},
       parts AS (
@@ -638,13 +676,104 @@ export function rollupBreakdownSql(
         WHERE ${compileAll(filters, 's', params)}
         GROUP BY ${rawKeys}
       )
-      SELECT ${select},
+      ${breakdownRowsSql(dimension, params, limit, offset)}`;
+}
+
+/**
+ * The name (and the prefix, when `dimension` has a parent) of the rows of `alias` that carry
+ * the dimensions under their own names (sessions, or a rollup relation seen through named()).
+ * Identifiers come from SESSION_DIMENSIONS / DIMENSION_PREFIX only.
+ */
+function breakdownKeys(dimension: SessionDimension, alias: string): string {
+  const parent = DIMENSION_PREFIX[dimension];
+  return parent ? `${alias}.${dimension}, ${alias}.${parent}` : `${alias}.${dimension}`;
+}
+
+/**
+ * The breakdown's page from the CTE `parts` (name, [prefix,] sessions, bounces,
+ * timed_sessions, duration_ms): grouped, sorted and paged as the raw query.
+ */
+function breakdownRowsSql(dimension: SessionDimension, params: SqlParams, limit: number, offset: number): string {
+  const parent = DIMENSION_PREFIX[dimension];
+  // The '' row of a prefixed breakdown is one row whatever its parents (service.ts prefixKey).
+  const prefixKey = `CASE WHEN parts.name = '' THEN '' ELSE parts.prefix END`;
+  const keys = parent ? `parts.name, ${prefixKey}` : 'parts.name';
+  const shownPrefix = `CASE WHEN min(parts.prefix) = max(parts.prefix) THEN min(parts.prefix) ELSE '' END`;
+  const select = parent ? `parts.name, ${shownPrefix} AS prefix` : 'parts.name';
+  const order = parent ? `parts.name COLLATE "C", ${shownPrefix} COLLATE "C"` : 'parts.name COLLATE "C"';
+  return `SELECT ${select},
              sum(parts.sessions) AS sessions, sum(parts.bounces) AS bounces,
              sum(parts.timed_sessions) AS timed_sessions, sum(parts.duration_ms) AS duration_ms
       FROM parts
       GROUP BY ${keys}
       ORDER BY sum(parts.sessions) DESC, ${order}
       LIMIT ${params.add(limit)} OFFSET ${params.add(offset)}`;
+}
+
+/**
+ * A breakdown naming one (wide, cube) dimension pair (dimensionPairFor) over its daily rows
+ * (sql/019_session_dimension_pairs.sql): columns name, [prefix,] sessions, bounces,
+ * timed_sessions, duration_ms; sorted and paged as the raw query. The period's local days that
+ * are complete in rollup_session_dim_pairs_days and have no logged hour read the pair's rows
+ * of the day (a, a_prefix and b renamed to the dimensions, so the filters read them by name);
+ * every other hour of the period reads its raw sessions, by an index range per hour.
+ */
+export function dimensionPairBreakdownSql(
+  scope: RollupScope,
+  dimension: SessionDimension,
+  pair: DimensionPair,
+  params: SqlParams,
+  limit: number,
+  offset: number,
+  filters: readonly IndexedFilter[],
+): string {
+  const b = bind(scope, params);
+  const parent = DIMENSION_PREFIX[pair.wide];
+  // Identifiers: the pair's dimensions come from WIDE_DIMENSIONS / CUBE_DIMENSIONS / DIMENSION_PREFIX.
+  const columns = [`x.a AS ${pair.wide}`, `x.b AS ${pair.cube}`];
+  if (parent && parent !== pair.cube) columns.push(`x.a_prefix AS ${parent}`);
+  const shownParent = DIMENSION_PREFIX[dimension];
+  const keys = (alias: string) => shownParent
+    ? `${alias}.${dimension} AS name, ${alias}.${shownParent} AS prefix`
+    : `${alias}.${dimension} AS name`;
+  const where = (alias: string) => compileAll(filters, alias, params);
+  return `
+      WITH ${invalidatedCte(b)},
+      days AS MATERIALIZED (
+        SELECT d.bucket AS lo, d.bucket + d.hours * interval '1 hour' AS hi
+        FROM rollup_session_dim_pairs_days d
+        WHERE d.project_id = ${b.project} AND d.bucket >= ${b.start}
+          AND d.bucket + d.hours * interval '1 hour' <= ${b.end}
+          AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= d.bucket AND inv.bucket < d.bucket + d.hours * interval '1 hour')
+      ),
+      hrs AS MATERIALIZED (
+        SELECT g.h FROM generate_series(${b.start}, ${b.end} - interval '1 hour', interval '1 hour') AS g(h)
+        WHERE NOT EXISTS (SELECT 1 FROM days WHERE g.h >= days.lo AND g.h < days.hi)
+      ),
+      parts AS (
+        SELECT ${keys('r')}, r.sessions, r.bounces, r.timed_sessions, r.duration_ms
+        FROM days
+        -- LATERAL (kept by OFFSET 0): an index probe per day, whatever the row estimates
+        CROSS JOIN LATERAL (
+          SELECT x.sessions, x.bounces, x.timed_sessions, x.duration_ms, ${columns.join(', ')}
+          FROM rollup_session_dim_pairs_daily x
+          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(pair.key)} AND x.bucket = days.lo
+          OFFSET 0
+        ) r
+        WHERE ${where('r')}
+        UNION ALL
+        SELECT ${keys('s')}, ${RAW_MEASURES}
+        FROM hrs
+        CROSS JOIN LATERAL (
+          SELECT * FROM sessions s
+          WHERE s.project_id = ${b.project} AND s.started_at >= hrs.h AND s.started_at < hrs.h + interval '1 hour'
+            AND NOT s.is_bot
+          OFFSET 0
+        ) s
+        WHERE ${where('s')}
+        GROUP BY ${breakdownKeys(dimension, 's')}
+      )
+      ${breakdownRowsSql(dimension, params, limit, offset)}`;
 }
 
 /**

@@ -50,6 +50,9 @@ import {
   type RollupFilter,
   type PairFilter,
   pairMetricsFor,
+  dimensionPairBreakdownSql,
+  dimensionPairFor,
+  type DimensionPair,
 } from './rollups';
 import { scopedSessionsSql, type SessionScope } from './sessions';
 
@@ -131,6 +134,8 @@ interface QueryContext {
   pairFilter?: PairFilter;
   /** On the rollup path: a breakdown filtered on other cube dimensions reads the session cube (cubeFor). */
   cube: boolean;
+  /** On the rollup path: a breakdown naming a (wide, cube) dimension pair reads its daily rows (dimensionPairFor). */
+  dimensionPair?: DimensionPair;
   /** rollup_visitors_hourly exists (hll extension installed): metrics may use sketches. */
   sketches: boolean;
   /** rollup_visitor_values_hourly exists (sql/010): filtered metrics may use sketches. */
@@ -366,7 +371,9 @@ export async function getBreakdown(
       ? rawBreakdownSql(ctx, dimension, p)
       : ctx.cube && isCubeDimension(dimension)
         ? cubeBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.filters.session)
-        : rollupBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.rollupFilter?.filters);
+        : ctx.dimensionPair
+          ? dimensionPairBreakdownSql(scopeOf(ctx), dimension, ctx.dimensionPair, p, ctx.limit, ctx.offset, ctx.filters.session)
+          : rollupBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.rollupFilter?.filters);
     const { rows } = await ctx.db.query<BreakdownSqlRow>(sql, p.values);
     return rows.map((row): BreakdownRow => {
       const sessions = toNumber(row.sessions);
@@ -490,8 +497,9 @@ async function runInsightsQuery<T>(
     const rollupFilter = dimension ? { dimension, filters: filters.session } : undefined;
     const pairFilter = plan === 'rollup' && pair ? { pair, filters: filters.session } : undefined;
     const cube = plan === 'rollup' && cubeFor(params.filters, target);
+    const dimensionPair = plan === 'rollup' ? dimensionPairFor(params.filters, target) ?? undefined : undefined;
     try {
-      return await query({ db, projectId, period, filters, plan, rollupFilter, pairFilter, cube, sketches, valueSketches, ...page });
+      return await query({ db, projectId, period, filters, plan, rollupFilter, pairFilter, cube, dimensionPair, sketches, valueSketches, ...page });
     } catch (err) {
       if (pgErrorCode(err) === PG_INVALID_REGULAR_EXPRESSION) {
         throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);
