@@ -331,8 +331,10 @@ const NOTES = `Reading the table:
   them (\`metrics 30d, country + device filter\`) read the daily pair metrics of sql/018 (sums,
   screen views and a visitor sketch per complete local day, pair of dimensions and pair of
   values) and the raw sessions of the period's other hours (today so far, the logged tail).
-  Other filters (event-level
-  names, properties, a breakdown such as city filtered on device) read raw rows, linear in the
+  A breakdown naming one dimension outside the cube and one inside (\`city 30d, device
+  filter\`) reads the daily (wide, cube) dimension pairs of sql/019 and the raw sessions of
+  the period's other hours. Other filters (event-level
+  names, properties, a breakdown filtered on two dimensions outside the cube) read raw rows, linear in the
   sessions of the period (and their events, for event-level filters): a parallel scan of the
   period's sessions, mostly reading pages from outside PostgreSQL's 128 MB shared_buffers.
 - Insights transactions run with JIT off: with jit=on (the server default) the planner
