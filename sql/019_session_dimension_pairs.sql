@@ -105,7 +105,9 @@ BEGIN
       FROM sessions s
       CROSS JOIN LATERAL (VALUES %1$s) AS x(pair, a, a_prefix, b)
       WHERE s.project_id = p_project AND s.started_at >= d0 AND s.started_at < d1 AND NOT s.is_bot
-      GROUP BY x.pair, x.a, x.a_prefix, x.b;
+      GROUP BY x.pair, x.a, x.a_prefix, x.b
+      -- a read takes one pair of one day: its rows on a few adjacent pages, not one page each
+      ORDER BY x.pair;
       INSERT INTO rollup_session_dim_pairs_days (project_id, bucket, hours)
       VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
     END
