@@ -2,8 +2,9 @@
 // continuous aggregates over the events hypertable, against plain PostgreSQL, where they are
 // tables kept by tm_refresh_event_rollups(): the same seeded events go into both (straight
 // into `events`, their hours logged in rollup_invalidations as the worker's commit does), and
-// /export/events totalCount and /export/charts (rollup path on TimescaleDB, also filtered on
-// one column) must equal the raw path on PostgreSQL:
+// /export/events totalCount (also filtered on one column: the continuous aggregate of that
+// column plus the plain tables of sql/020) and /export/charts (rollup path on TimescaleDB, also
+// filtered on one column) must equal the raw path on PostgreSQL:
 //   (a) before any refresh, (b) after refreshRollups() has emptied the log,
 //   (c) after late events into refreshed hours (logged, not yet refreshed).
 //   node --import tsx --test test/export-timescale.test.ts
@@ -60,6 +61,9 @@ const s = (x: unknown) => JSON.stringify(x);
 const EVENT_QUERIES = [
   'limit=20', 'limit=20&event=screen_view,session_start', 'limit=20&start=2026-06-03', 'limit=20&start=2026-06-04T10:30:00Z&end=2026-06-09',
   `limit=20&start=2026-06-02&filters=${encodeURIComponent(s([{ name: 'browser', operator: 'isNot', value: ['Firefox'] }, { name: 'country', operator: 'is', value: ['DE', 'US'] }, { name: 'os', operator: 'is', value: [''] }]))}`,
+  // filtered on one non-cube column: its continuous aggregate and daily rows plus the uncharted rows of sql/020
+  `limit=20&filters=${encodeURIComponent(s([{ name: 'city', operator: 'is', value: ['Paris'] }]))}`,
+  `limit=20&event=screen_view,session_start&start=2026-06-04T10:30:00Z&end=2026-06-09&filters=${encodeURIComponent(s([{ name: 'path', operator: 'doesNotContain', value: ['doc'] }, { name: 'path', operator: 'isNot', value: [''] }]))}`,
 ];
 const CHART_QUERIES: Record<string, string>[] = [
   { range: '7d', series: s([{ name: '*' }]) },

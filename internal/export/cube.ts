@@ -24,7 +24,7 @@ import { compileAll, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
 import {
-  layeredGroupedSql, layeredSpan,
+  layeredGroupedSql, layeredSpan, layeredTotalCountSql,
   type ChartWindow, type CountScope, type ExportPath, type HourSpan,
 } from './rollups';
 
@@ -170,38 +170,8 @@ export function cubeTotalCountSql(
   atOrBefore: (p: SqlParams) => string,
 ): string {
   const q: CubeRows = { project: p.add(scope.projectId), names: scope.events, chartedOnly: false, filters };
-  const from = span.from ? `${p.add(span.from.toISOString())}::timestamptz` : `'-infinity'::timestamptz`;
-  const to = `${p.add(span.to.toISOString())}::timestamptz`;
-  const parts = [
-    `(SELECT coalesce(sum(r.count), 0) FROM days CROSS JOIN LATERAL (${daySql(plan, q, p)} OFFSET 0) r)`,
-    `(SELECT coalesce(sum(r.count), 0) FROM hrs CROSS JOIN LATERAL (${hourSql(q, p)} OFFSET 0) r)`,
-    `(SELECT count(*) FROM inv CROSS JOIN LATERAL (
-        SELECT 1 FROM events e
-        WHERE ${rawWhere(p)} AND e.created_at >= inv.bucket AND e.created_at < inv.bucket + interval '1 hour' OFFSET 0) x)`,
-    `(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at >= ${to} AND ${atOrBefore(p)})`,
-  ];
-  if (span.from) parts.push(`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at < ${from})`);
-  return `WITH inv AS MATERIALIZED (
-      SELECT DISTINCT i.bucket FROM rollup_invalidations i
-      WHERE i.project_id = ${q.project} AND i.bucket >= ${from} AND i.bucket < ${to}
-    ),
-    days AS MATERIALIZED (
-      SELECT m.bucket AS lo, m.bucket + m.hours * interval '1 hour' AS hi
-      FROM ${DAYS_TABLE} m
-      WHERE m.project_id = ${q.project} AND m.bucket >= ${from} AND m.bucket + m.hours * interval '1 hour' <= ${to}
-        AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= m.bucket AND inv.bucket < m.bucket + m.hours * interval '1 hour')
-    ),
-    covered AS MATERIALIZED (
-      SELECT generate_series(days.lo, days.hi - interval '1 hour', interval '1 hour') AS h FROM days
-      UNION ALL
-      SELECT inv.bucket FROM inv
-    ),
-    -- the span's other hours with events, from events_hourly (a few rows per hour, however long
-    -- and sparse the span: a totalCount without start may reach back years)
-    hrs AS MATERIALIZED (
-      SELECT DISTINCT r.bucket AS h FROM events_hourly r
-      WHERE r.project_id = ${q.project} AND r.bucket >= ${from} AND r.bucket < ${to}
-        AND NOT EXISTS (SELECT 1 FROM covered c WHERE c.h = r.bucket)
-    )
-    SELECT (${parts.join('\n      + ')})::text AS n`;
+  return layeredTotalCountSql(
+    { daysRelation: DAYS_TABLE, daySql: daySql(plan, q, p), hourSql: hourSql(q, p) },
+    q.project, span, p, rawWhere, atOrBefore,
+  );
 }

@@ -120,6 +120,70 @@ export function totalCountSql(
     SELECT (${parts.join('\n      + ')})::text AS n`;
 }
 
+/**
+ * Where a filtered totalCount (./cube.ts, ./column.ts) takes its whole hours: `daysRelation`
+ * (alias m: project_id, bucket, hours) lists the complete local days; `daySql` gives the rows
+ * of one such day `days.lo` and `hourSql` those of one hour `hrs.h` that pass the filters,
+ * both with a `count` column. Each is read in a LATERAL subquery kept by OFFSET 0 (index
+ * probes, whatever the row estimates).
+ */
+export interface CountLayers {
+  daysRelation: string;
+  daySql: string;
+  hourSql: string;
+}
+
+/**
+ * One statement giving `n` (text): the events matching `rawWhere` (alias `e`: project,
+ * start/end, names and the filters) at or before the anchor, read in layers: the complete
+ * days of `span` none of whose hours is logged from `daySql`, the span's other unlogged hours
+ * with events from `hourSql`, and raw events for the logged hours and the partial hours at
+ * either edge. `project` is the project's placeholder (already added to `p`).
+ */
+export function layeredTotalCountSql(
+  layers: CountLayers,
+  project: string,
+  span: HourSpan,
+  p: SqlParams,
+  rawWhere: (p: SqlParams) => string,
+  atOrBefore: (p: SqlParams) => string,
+): string {
+  const from = span.from ? `${p.add(span.from.toISOString())}::timestamptz` : `'-infinity'::timestamptz`;
+  const to = `${p.add(span.to.toISOString())}::timestamptz`;
+  const parts = [
+    `(SELECT coalesce(sum(r.count), 0) FROM days CROSS JOIN LATERAL (${layers.daySql} OFFSET 0) r)`,
+    `(SELECT coalesce(sum(r.count), 0) FROM hrs CROSS JOIN LATERAL (${layers.hourSql} OFFSET 0) r)`,
+    `(SELECT count(*) FROM inv CROSS JOIN LATERAL (
+        SELECT 1 FROM events e
+        WHERE ${rawWhere(p)} AND e.created_at >= inv.bucket AND e.created_at < inv.bucket + interval '1 hour' OFFSET 0) x)`,
+    `(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at >= ${to} AND ${atOrBefore(p)})`,
+  ];
+  if (span.from) parts.push(`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at < ${from})`);
+  return `WITH inv AS MATERIALIZED (
+      SELECT DISTINCT i.bucket FROM rollup_invalidations i
+      WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
+    ),
+    days AS MATERIALIZED (
+      SELECT m.bucket AS lo, m.bucket + m.hours * interval '1 hour' AS hi
+      FROM ${layers.daysRelation} m
+      WHERE m.project_id = ${project} AND m.bucket >= ${from} AND m.bucket + m.hours * interval '1 hour' <= ${to}
+        AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= m.bucket AND inv.bucket < m.bucket + m.hours * interval '1 hour')
+    ),
+    covered AS MATERIALIZED (
+      SELECT generate_series(days.lo, days.hi - interval '1 hour', interval '1 hour') AS h FROM days
+      UNION ALL
+      SELECT inv.bucket FROM inv
+    ),
+    -- the span's other hours with events, from events_hourly (a few rows per hour, however long
+    -- and sparse the span: a totalCount without start may reach back years)
+    hrs AS MATERIALIZED (
+      SELECT DISTINCT r.bucket AS h FROM events_hourly r
+      WHERE r.project_id = ${project} AND r.bucket >= ${from} AND r.bucket < ${to}
+        AND NOT EXISTS (SELECT 1 FROM covered c WHERE c.h = r.bucket)
+    )
+    SELECT (${parts.join('\n      + ')})::text AS n`;
+}
+
 // ---------------------------------------------------------------------------------------
 // /export/charts
 
