@@ -19,7 +19,9 @@ import { columnPlan } from './column';
 import { parseChartParams, type ChartSegment } from './params';
 import type { ChartWindow } from './rollups';
 import type { Filter } from '../query/params';
-import { createSqlDb, dropSqlDb, searchParams, prepareDailyLayerDataset, dailyLayerProjects, DAILY_LAYER_TIME } from '../../test/support/sql-db';
+import {
+  createSqlDb, dropSqlDb, searchParams, prepareDailyLayerDataset, dailyLayerProjects, generateColumnEvents, DAILY_LAYER_TIME,
+} from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_column_${randomBytes(6).toString('hex')}`;
 const PROJECTS = dailyLayerProjects('k');
@@ -27,39 +29,8 @@ const { FROM, TO, NOW, NOW_HOUR } = DAILY_LAYER_TIME;
 
 let pool: pg.Pool;
 
-async function generate(db: pg.Pool, projectId: string, seed: number, n: number): Promise<void> {
-  const c = await db.connect();
-  try {
-    await c.query('SELECT setseed($1)', [seed]);
-    await c.query(
-      `INSERT INTO events (id, project_id, name, device_id, profile_id, created_at, country, device, os, city, region, path,
-                           referrer, utm_campaign, origin, model, is_bot)
-       SELECT gen_random_uuid(), $1, n.name, 'dev', 'u' || floor(r.u1 * 500)::int,
-         CASE WHEN r.i % 97 = 0 THEN date_trunc('hour', r.t) ELSE r.t END,
-         (ARRAY['DE', 'US', 'FR', ''])[1 + floor(r.u3 * r.u3 * 4)::int],
-         (ARRAY['desktop', 'mobile', 'tablet', ''])[1 + floor(r.u2 * r.u2 * 4)::int],
-         (ARRAY['Windows', 'iOS', 'Android', 'macOS'])[1 + floor(r.u5 * 4)::int],
-         (ARRAY['Berlin', 'Paris', 'Austin', 'São Paulo', ''])[1 + floor(r.u4 * 5)::int],
-         (ARRAY['Île-de-France', 'Texas', 'Bayern', ''])[1 + floor(r.u4 * r.u6 * 4)::int],
-         (ARRAY['/', '/pricing', '/docs', '/a_b', '/100%', E'/x\\\\y', '/DOCS', ''])[1 + floor(r.u6 * r.u2 * 8)::int],
-         (ARRAY['https://google.com/', 'https://news.ycombinator.com/item', 'android-app://x', ''])[1 + floor(r.u1 * r.u5 * 4)::int],
-         (ARRAY['spring', 'Spring_Sale', 'sale', ''])[1 + floor(r.u3 * 4)::int],
-         (ARRAY['https://a.example', 'https://b.example', ''])[1 + floor(r.u6 * 3)::int],
-         (ARRAY['iPhone', 'Pixel 8', ''])[1 + floor(r.u5 * r.u1 * 3)::int],
-         r.u8 < 0.03
-       FROM (
-         SELECT i, $2::timestamptz + random() * ($3::timestamptz - $2::timestamptz) AS t,
-           random() AS u1, random() AS u2, random() AS u3, random() AS u4, random() AS u5, random() AS u6,
-           random() AS u7, random() AS u8
-         FROM generate_series(1, $4::int) i
-       ) r
-       CROSS JOIN LATERAL (SELECT (ARRAY['screen_view', 'screen_view', 'click', 'purchase', 'session_start', 'session_end'])[1 + floor(r.u7 * 6)::int] AS name) n`,
-      [projectId, FROM, TO, n],
-    );
-  } finally {
-    c.release();
-  }
-}
+/** The shared one-column dataset (test/support/sql-db.ts), 3% bots. */
+const generate = (db: pg.Pool, projectId: string, seed: number, n: number) => generateColumnEvents(db, projectId, seed, n, { botShare: 0.03 });
 
 async function chartBoth(db: pg.Pool, projectId: string, q: Record<string, unknown>): Promise<[ChartResponse, ChartResponse]> {
   const params = parseChartParams(searchParams(q));

@@ -149,3 +149,48 @@ export const DAILY_LAYER_TIME = {
   NOW: new Date('2026-04-05T09:30:00Z'),
   NOW_HOUR: new Date('2026-04-05T09:00:00Z'),
 } as const;
+
+/**
+ * Events of one project with the column values the one-column rollup tests need (every
+ * rolled-up column they filter on, '' values, LIKE and regex metacharacters, bots and the
+ * service's session rows), `n` of them at random times in [from, to), seeded.
+ */
+export async function generateColumnEvents(
+  db: pg.Pool,
+  projectId: string,
+  seed: number,
+  n: number,
+  o: { from?: string; to?: string; botShare: number },
+): Promise<void> {
+  const c = await db.connect();
+  try {
+    await c.query('SELECT setseed($1)', [seed]);
+    await c.query(
+      `INSERT INTO events (id, project_id, name, device_id, profile_id, created_at, country, device, os, city, region, path,
+                           referrer, utm_campaign, origin, model, is_bot)
+       SELECT gen_random_uuid(), $1, n.name, 'dev', 'u' || floor(r.u1 * 500)::int,
+         CASE WHEN r.i % 97 = 0 THEN date_trunc('hour', r.t) ELSE r.t END,
+         (ARRAY['DE', 'US', 'FR', ''])[1 + floor(r.u3 * r.u3 * 4)::int],
+         (ARRAY['desktop', 'mobile', 'tablet', ''])[1 + floor(r.u2 * r.u2 * 4)::int],
+         (ARRAY['Windows', 'iOS', 'Android', 'macOS'])[1 + floor(r.u5 * 4)::int],
+         (ARRAY['Berlin', 'Paris', 'Austin', 'São Paulo', ''])[1 + floor(r.u4 * 5)::int],
+         (ARRAY['Île-de-France', 'Texas', 'Bayern', ''])[1 + floor(r.u4 * r.u6 * 4)::int],
+         (ARRAY['/', '/pricing', '/docs', '/a_b', '/100%', E'/x\\\\y', '/DOCS', ''])[1 + floor(r.u6 * r.u2 * 8)::int],
+         (ARRAY['https://google.com/', 'https://news.ycombinator.com/item', 'android-app://x', ''])[1 + floor(r.u1 * r.u5 * 4)::int],
+         (ARRAY['spring', 'Spring_Sale', 'sale', ''])[1 + floor(r.u3 * 4)::int],
+         (ARRAY['https://a.example', 'https://b.example', ''])[1 + floor(r.u6 * 3)::int],
+         (ARRAY['iPhone', 'Pixel 8', ''])[1 + floor(r.u5 * r.u1 * 3)::int],
+         r.u8 < $5
+       FROM (
+         SELECT i, $2::timestamptz + random() * ($3::timestamptz - $2::timestamptz) AS t,
+           random() AS u1, random() AS u2, random() AS u3, random() AS u4, random() AS u5, random() AS u6,
+           random() AS u7, random() AS u8
+         FROM generate_series(1, $4::int) i
+       ) r
+       CROSS JOIN LATERAL (SELECT (ARRAY['screen_view', 'screen_view', 'click', 'purchase', 'session_start', 'session_end'])[1 + floor(r.u7 * 6)::int] AS name) n`,
+      [projectId, o.from ?? DAILY_LAYER_TIME.FROM, o.to ?? DAILY_LAYER_TIME.TO, n, o.botShare],
+    );
+  } finally {
+    c.release();
+  }
+}
