@@ -830,10 +830,5 @@ export function cubeBreakdownSql(
         WHERE ${compileAll(filters, 's', params)}
         GROUP BY s.${dimension}
       )
-      SELECT parts.name, sum(parts.sessions) AS sessions, sum(parts.bounces) AS bounces,
-             sum(parts.timed_sessions) AS timed_sessions, sum(parts.duration_ms) AS duration_ms
-      FROM parts
-      GROUP BY parts.name
-      ORDER BY sum(parts.sessions) DESC, parts.name COLLATE "C"
-      LIMIT ${params.add(limit)} OFFSET ${params.add(offset)}`;
+      ${breakdownRowsSql(dimension, params, limit, offset)}`;
 }
