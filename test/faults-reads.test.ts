@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { TestEnv, sleep, spawnApp, waitFor, type Credentials } from './support/harness';
-import { stopChild } from './support/private-services';
+import { PrivateEnv, PrivatePostgres, stopAllPrivate, stopChild } from './support/private-services';
 import { eventRow, insertEvents, startExportServer, type ExportServer } from './support/export-server';
 
 let env: TestEnv;
@@ -145,6 +145,148 @@ describe('SIGTERM with an export in progress', () => {
     } finally {
       sock?.destroy();
       await stopChild(api.child, 'SIGKILL');
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// One query budget per request, and cancellation when the client leaves (issue 19 #4)
+
+// PostgreSQL's regex engine must backtrack a back-reference: ^(aa+)\1+$ on a run of a's of
+// prime length tries every divisor (test/security-regex.test.ts).
+const SLOW = '^(aa+)\\1+$';
+const PRIMES = [4001, 6007, 8009, 10007, 14009, 20011, 28001, 40009];
+const BUDGET_MS = 1500;
+
+describe('one query budget per read request', () => {
+  let slow: ExportServer;
+  let slowProject: string;
+  let slowReader: Credentials;
+  /** ms one statement over the project's one event takes (below the budget: no statement timeout fires). */
+  let statementMs = 0;
+
+  before(async () => {
+    // The length whose regex test takes about half the budget on this machine now.
+    let length = PRIMES[0]!;
+    for (const p of PRIMES) {
+      const t0 = performance.now();
+      await env.db.query('SELECT repeat($1, $2::int) ~ $3 AS m', ['a', p, SLOW]);
+      statementMs = performance.now() - t0;
+      length = p;
+      if (statementMs > BUDGET_MS / 2) break;
+    }
+    assert.ok(statementMs > BUDGET_MS / 4 && statementMs < BUDGET_MS, `a statement takes ${Math.round(statementMs)} ms (length ${length}): the test needs it between a quarter of the budget and the budget`);
+    slowProject = await env.project({ name: 'Slow' });
+    slowReader = await env.client(slowProject, 'read', 0);
+    await insertEvents(env.db, [eventRow(slowProject, { created_at: new Date(Date.now() - 3600_000).toISOString(), properties: { long: 'a'.repeat(length) } })]);
+    slow = await startExportServer(env, { streaming: true, queryTimeoutMs: BUDGET_MS });
+  });
+
+  after(async () => {
+    await Promise.race([slow?.close(), sleep(5000)]);
+  });
+
+  const eightSlowSeries = () => encodeURIComponent(JSON.stringify(Array.from({ length: 8 }, () => ({ name: '*', filters: [{ name: 'properties.long', operator: 'regex', value: [SLOW] }] }))));
+  const chartPath = () => `/export/charts?projectId=${slowProject}&range=7d&series=${eightSlowSeries()}`;
+
+  it('8 slow regex statements, each under the statement timeout, answer 503 naming the budget within it', async () => {
+    const t0 = performance.now();
+    const res = await fetch(`${slow.url}${chartPath()}`, { headers: { 'service-client-id': slowReader.clientId, 'service-client-secret': slowReader.clientSecret } });
+    const ms = performance.now() - t0;
+    const body = await res.json() as { error: string; message: string };
+    assert.equal(res.status, 503, JSON.stringify(body));
+    assert.equal(body.error, 'Service Unavailable');
+    assert.match(body.message, new RegExp(`${BUDGET_MS} ms`));
+    assert.match(body.message, /QUERY_TIMEOUT_MS/);
+    // The eight statements one after the other would take 8 x statementMs.
+    assert.ok(ms < BUDGET_MS + 4 * statementMs, `answered after ${Math.round(ms)} ms; budget ${BUDGET_MS} ms, one statement ${Math.round(statementMs)} ms`);
+    await assertBackToBaselineOf(slow, 'after the budget ran out', 5000);
+  });
+
+  it('a client that leaves while its query runs leaves no busy backend', async () => {
+    const sock = net.connect(Number(new URL(slow.url).port), '127.0.0.1');
+    sock.on('error', () => {});
+    sock.write(`GET ${chartPath()} HTTP/1.1\r\nHost: t\r\nservice-client-id: ${slowReader.clientId}\r\nservice-client-secret: ${slowReader.clientSecret}\r\n\r\n`);
+    await waitFor(async () => (await busyBackends()).some((b) => b.state === 'active'), { timeoutMs: 5000, what: 'the regex statement to run' });
+    const left = performance.now();
+    sock.destroy();
+    // Without cancellation the statement runs on, then the next seven series.
+    await waitFor(async () => (await busyBackends()).length === 0, { timeoutMs: statementMs, intervalMs: 20, what: `no busy backend within ${Math.round(statementMs)} ms of the client leaving: ${JSON.stringify(await busyBackends())}` });
+    const ms = performance.now() - left;
+    assert.ok(ms < statementMs, `${Math.round(ms)} ms`);
+    await assertBackToBaselineOf(slow, 'after the client left', 5000);
+  });
+});
+
+async function assertBackToBaselineOf(s: ExportServer, what: string, timeoutMs: number): Promise<void> {
+  const lent = () => s.deps.db.totalCount - s.deps.db.idleCount;
+  await waitFor(async () => lent() === 0 && (await busyBackends()).length === 0, {
+    timeoutMs, what: `${what}: pool lent ${lent()}, busy backends ${JSON.stringify(await busyBackends())}`,
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// PostgreSQL unavailable: 503 with Retry-After, not 500 (issue 19 #8)
+
+describe('reads while PostgreSQL cannot give a connection', () => {
+  it('the pool is exhausted: 503 with Retry-After within the budget', async () => {
+    const small = await startExportServer(env, { streaming: true, queryTimeoutMs: BUDGET_MS, poolMax: 2, insights: true });
+    const held = [await small.deps.db.connect(), await small.deps.db.connect()];
+    try {
+      const c = reader();
+      const h = { 'service-client-id': c.clientId, 'service-client-secret': c.clientSecret };
+      held.forEach((x) => x.release());
+      held.length = 0;
+      for (const path of [`/export/events?projectId=${projectId}&limit=1`, `/export/charts?projectId=${projectId}&series=${encodeURIComponent('[{"name":"*"}]')}`, `/insights/${projectId}/metrics`, `/export/events?projectId=${projectId}&format=ndjson`]) {
+        // The client and project rows are read (and cached for 5 s) before the pool is taken:
+        // the budget covers the request's queries, not the credential check.
+        assert.equal((await fetch(`${small.url}/export/events?projectId=${projectId}&limit=1`, { headers: h })).status, 200);
+        held.forEach((x) => x.release());
+        held.splice(0, held.length, await small.deps.db.connect(), await small.deps.db.connect());
+        const t0 = performance.now();
+        const res = await fetch(`${small.url}${path}`, { headers: h });
+        const ms = performance.now() - t0;
+        const text = await res.text();
+        assert.equal(res.status, 503, `${path}: ${text}`);
+        assert.ok(Number(res.headers.get('retry-after')) >= 1, `${path}: Retry-After ${res.headers.get('retry-after')}`);
+        assert.equal(JSON.parse(text).error, 'Service Unavailable');
+        assert.ok(ms < BUDGET_MS + 2000, `${path}: ${Math.round(ms)} ms`);
+        held.forEach((x) => x.release());
+        held.length = 0;
+      }
+    } finally {
+      held.forEach((x) => x.release());
+      await Promise.race([small.close(), sleep(5000)]);
+    }
+  });
+
+  it('PostgreSQL is down: 503 with Retry-After on every read route', { timeout: 120_000 }, async () => {
+    const pgs = await PrivatePostgres.start();
+    const penv = new PrivateEnv('freadsdown', { pgBase: pgs.url });
+    let s: ExportServer | null = null;
+    try {
+      await penv.setup();
+      const p = await penv.project();
+      const c = await penv.client(p, 'read', 0);
+      await insertEvents(penv.db, [eventRow(p, { created_at: new Date(Date.now() - 3600_000).toISOString() })]);
+      s = await startExportServer(penv, { streaming: true, databaseUrl: penv.dbUrl, insights: true });
+      const h = { 'service-client-id': c.clientId, 'service-client-secret': c.clientSecret };
+      const paths = [`/export/events?limit=1`, `/export/events?format=ndjson`, `/export/charts?series=${encodeURIComponent('[{"name":"*"}]')}`, `/insights/${p}/metrics`, `/insights/${p}/pages`, `/insights/${p}/country`];
+      for (const path of paths) assert.equal((await fetch(`${s.url}${path}`, { headers: h })).status, 200, path);
+      await pgs.stop();
+      for (const path of paths) {
+        const res = await fetch(`${s.url}${path}`, { headers: h });
+        const text = await res.text();
+        assert.equal(res.status, 503, `${path}: ${text}`);
+        assert.ok(Number(res.headers.get('retry-after')) >= 1, `${path}: Retry-After ${res.headers.get('retry-after')}`);
+        assert.equal(JSON.parse(text).error, 'Service Unavailable');
+      }
+      await pgs.start();
+      await waitFor(async () => (await fetch(`${s!.url}/export/events?limit=1`, { headers: h })).status === 200, { timeoutMs: 20_000, what: 'reads to answer again once PostgreSQL is back' });
+    } finally {
+      await Promise.race([s?.close(), sleep(5000)]);
+      await penv.teardown();
+      await stopAllPrivate();
     }
   });
 });

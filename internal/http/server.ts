@@ -186,6 +186,10 @@ class UwsRequest implements HttpRequest {
   get remoteAddress(): string {
     return this.ex.remoteAddressNow();
   }
+
+  get signal(): AbortSignal {
+    return this.ex.signal;
+  }
 }
 
 /** The response being written inside `res.cork` (cork runs its callback synchronously). */
@@ -217,6 +221,8 @@ class Exchange {
   private size = 0;
   /** Resolves the wait of a streamed response for a writable socket (set only while waiting). */
   private wakeWriter: (() => void) | null = null;
+  /** Made when a handler first asks for the signal (ingest never does). */
+  private abortController: AbortController | null = null;
 
   constructor(
     private readonly server: HttpServer,
@@ -257,6 +263,16 @@ class Exchange {
     const wake = this.wakeWriter;
     this.wakeWriter = null;
     wake?.();
+    this.abortController?.abort();
+  }
+
+  /** Aborts when the client goes away (reads cancel their queries on it). */
+  get signal(): AbortSignal {
+    if (!this.abortController) {
+      this.abortController = new AbortController();
+      if (this.aborted) this.abortController.abort();
+    }
+    return this.abortController.signal;
   }
 
   private finish(): void {
