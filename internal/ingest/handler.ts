@@ -13,6 +13,7 @@ import { GenerationalCache } from './cache';
 import { DeviceIdCache, type SaltKeeper } from './identity';
 import { clientIpOf, planEvent, planTrackBody, type OpContext, type PlannedOp } from './ops';
 import { EventBody, TrackBody, trackBodyFast, type EventBodyT, type TrackBodyT } from './schemas';
+import { queuedOpProblem } from './storable';
 
 export interface IngestDeps {
   auth: Authenticator;
@@ -91,6 +92,10 @@ export function parseJsonBody<T>(req: HttpRequest, schema: ZodType<T>): T {
   return parsed.data;
 }
 
+/** Where an op's fields are in the request body, for the 400's issue path. */
+const EVENT_BODY_PATH: readonly string[] = [];
+const TRACK_BODY_PATH: readonly string[] = ['payload'];
+
 /** Response headers of a 202 without a rate limit (never mutated). */
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
@@ -110,7 +115,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
    * per request (the cached client and the day's salts are taken without a promise), so the
    * hot path awaits only the gate's Redis call and the JetStream ack.
    */
-  async function ingest<B>(req: HttpRequest, schema: ZodType<B>, plan: (body: B, ctx: OpContext) => PlannedOp): Promise<HttpResponse> {
+  async function ingest<B>(req: HttpRequest, schema: ZodType<B>, plan: (body: B, ctx: OpContext) => PlannedOp, bodyPath: readonly string[]): Promise<HttpResponse> {
     const client = deps.auth.cachedForIngest(req) ?? (await deps.auth.forIngest(req));
     // The client may have been revoked since it was cached: the revocation check normally
     // rides with the rate limit in the gate, after parsing, so a refused body asks Redis
@@ -139,6 +144,13 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       deviceId = deviceIds.get(salts.current, userAgent ?? '', ip ?? '', projectId);
       if (window.tryPrevious) previousDeviceId = deviceIds.get(salts.previous, userAgent ?? '', ip ?? '', projectId);
     }
+    // What PostgreSQL could not store or index is refused now, never after a 202 (./storable.ts).
+    let op = planned.build(deviceId, ip);
+    const problem = queuedOpProblem(op, bodyPath);
+    if (problem) {
+      if (await deps.gate.isRevoked(client.id).catch(() => false)) throw new UnauthorizedError('invalid client credentials');
+      throw new BadRequestError(`${problem.path.join('.')}: ${problem.message}`, [problem]);
+    }
     // Live visitors: recent, non-bot events only (a backfilled event is not live).
     const live = planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !isBotUa(userAgent) ? planned.eventMs : null;
     let gate: GateResult;
@@ -159,7 +171,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       e.headers = rateHeaders(gate.rate, true);
       throw e;
     }
-    const op = planned.build(gate.deviceId, ip);
+    if (gate.deviceId !== deviceId) op = planned.build(gate.deviceId, ip);
     try {
       await deps.batcher.add(deps.subjectFor(projectId, shardOf(gate.deviceId, deps.shards)), op);
     } catch (err) {
@@ -172,11 +184,11 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
   return [
     {
       method: 'POST', pattern: '/event', family: 'ingest', cors: true,
-      handler: (req) => ingest<EventBodyT>(req, EventBody, planEvent),
+      handler: (req) => ingest<EventBodyT>(req, EventBody, planEvent, EVENT_BODY_PATH),
     },
     {
       method: 'POST', pattern: '/track', family: 'ingest', cors: true,
-      handler: (req) => ingest<TrackBodyT>(req, TrackBody, planTrackBody),
+      handler: (req) => ingest<TrackBodyT>(req, TrackBody, planTrackBody, TRACK_BODY_PATH),
     },
   ];
 }
