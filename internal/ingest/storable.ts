@@ -17,7 +17,7 @@
 //   reads as a number (and so is summed, charted and incremented as numeric) is at most
 //   1000 characters (with its exponent of at most 3 digits: under 2000 digits), so sums and
 //   increments never overflow.
-import { parsePageUrl, splitUrl } from '../enrich/url';
+import { parsePageUrl } from '../enrich/url';
 import type { EventRecord, QueuedOp } from '../model/event';
 
 export const NAME_MAX_BYTES = 512;
@@ -44,10 +44,15 @@ function overBytes(s: string, max: number): number | null {
   return n > max ? n : null;
 }
 
-function textProblem(value: string, path: string[], max: number, what: string): StorableProblem | null {
-  if (value.includes('\u0000')) return { path, message: `${what} must not contain NUL (U+0000)` };
+/**
+ * NUL or too many bytes in one text field; `path` is built only when there is a problem
+ * (this runs for every ingest request: the common case allocates nothing).
+ */
+function textProblem(value: string, max: number, what: string, base: readonly string[], ...field: string[]): StorableProblem | null {
+  if (value.length * 3 <= max && value.indexOf('\u0000') < 0) return null;
+  if (value.includes('\u0000')) return { path: [...base, ...field], message: `${what} must not contain NUL (U+0000)` };
   const n = overBytes(value, max);
-  if (n !== null) return { path, message: `${what} is ${n} bytes of UTF-8; at most ${max} can be stored and indexed` };
+  if (n !== null) return { path: [...base, ...field], message: `${what} is ${n} bytes of UTF-8; at most ${max} can be stored and indexed` };
   return null;
 }
 
@@ -95,20 +100,20 @@ function anyValueProblem(root: unknown): boolean {
  * numeric strings longer than NUMERIC_TEXT_MAX_CHARS (at any depth: a dotted increment
  * reaches nested values). Iterative: depth never grows the stack.
  */
-export function propertiesProblem(properties: Record<string, unknown>, path: string[]): StorableProblem | null {
+export function propertiesProblem(properties: Record<string, unknown>, path: readonly string[]): StorableProblem | null {
   for (const key in properties) {
     if (key.length * 3 <= KEY_TEXT_MAX_BYTES) continue; // NUL in keys: below, with the values
-    const p = textProblem(key, [...path, key], KEY_TEXT_MAX_BYTES, 'a property key');
+    const p = textProblem(key, KEY_TEXT_MAX_BYTES, 'a property key', path, key);
     if (p) return p;
   }
   if (!anyValueProblem(properties)) return null;
   // Found one: walk again, this time keeping the path to name it.
-  const stack: [unknown, string[]][] = [[properties, path]];
+  const stack: [unknown, readonly string[]][] = [[properties, path]];
   while (stack.length) {
     const [v, at] = stack.pop()!;
     if (typeof v === 'string') {
       const message = stringValueProblem(v);
-      if (message) return { path: at, message };
+      if (message) return { path: [...at], message };
     } else if (Array.isArray(v)) {
       for (let i = v.length - 1; i >= 0; i--) stack.push([v[i], [...at, String(i)]]);
     } else if (v !== null && typeof v === 'object') {
@@ -119,79 +124,83 @@ export function propertiesProblem(properties: Record<string, unknown>, path: str
         stack.push([o[k], [...at, k]]);
       }
     } else if (typeof v === 'number' && !Number.isFinite(v)) {
-      return { path: at, message: 'numbers must be finite' };
+      return { path: [...at], message: 'numbers must be finite' };
     }
   }
   return null;
 }
 
 /** Origin, path and the decoded query parameters of the page URL, as the worker stores them. */
-function pageUrlProblem(url: string, path: string[]): StorableProblem | null {
+function pageUrlProblem(url: string, base: readonly string[]): StorableProblem | null {
   // Short and without %00: nothing derived from it can pass the limits (percent-encoding a
   // path grows a UTF-16 unit to at most 9 bytes) nor decode to NUL.
-  if (url.length * 9 <= KEY_TEXT_MAX_BYTES && !url.includes('%00')) return null;
+  if (url.length * 9 <= KEY_TEXT_MAX_BYTES && url.indexOf('%00') < 0) return null;
   const page = parsePageUrl(url);
-  const origin = textProblem(page.origin, path, KEY_TEXT_MAX_BYTES, 'the page URL\'s origin');
+  const origin = textProblem(page.origin, KEY_TEXT_MAX_BYTES, 'the page URL\'s origin', base, '__path');
   if (origin) return origin;
-  const p = textProblem(page.path, path, KEY_TEXT_MAX_BYTES, 'the page URL\'s path (percent-encoded, without query)');
+  const p = textProblem(page.path, KEY_TEXT_MAX_BYTES, 'the page URL\'s path (percent-encoded, without query)', base, '__path');
   if (p) return p;
-  const { query } = splitUrl(url.trim());
-  if (!query) return null;
-  const params = new URLSearchParams(query);
+  if (!page.query) return null;
+  const params = new URLSearchParams(page.query);
   for (const name of DECODED_URL_PARAMS) {
     for (const value of params.getAll(name)) {
-      const q = textProblem(value, path, KEY_TEXT_MAX_BYTES, `the page URL's ${name} (after URL decoding)`);
+      const q = textProblem(value, KEY_TEXT_MAX_BYTES, `the page URL's ${name} (after URL decoding)`, base, '__path');
       if (q) return q;
     }
   }
   return null;
 }
 
+const PAYLOAD: readonly string[] = ['payload'];
+
 /**
  * Whether PostgreSQL can store and index the queued op; null when it can, else where and
  * why. `base` is where the op's fields are in the request body (['payload'] for POST
  * /track, [] for POST /event), for the 400's issue path.
  */
-export function queuedOpProblem(op: QueuedOp, base: readonly string[] = ['payload']): StorableProblem | null {
+export function queuedOpProblem(op: QueuedOp, base: readonly string[] = PAYLOAD): StorableProblem | null {
+  const K = KEY_TEXT_MAX_BYTES;
   switch (op.kind) {
     case 'track': {
-      const props = [...base, 'properties'];
-      return textProblem(op.name, [...base, 'name'], NAME_MAX_BYTES, 'the event name')
-        ?? textProblem(op.profileId, [...base, 'profileId'], KEY_TEXT_MAX_BYTES, 'profileId')
-        ?? textProblem(op.deviceId, [...props, '__deviceId'], KEY_TEXT_MAX_BYTES, 'the device id')
-        ?? firstOf(op.groups, (g, i) => textProblem(g, [...base, 'groups', String(i)], KEY_TEXT_MAX_BYTES, 'a group id'))
-        ?? (op.url === null ? null : pageUrlProblem(op.url, [...props, '__path']))
-        ?? (op.title === null ? null : textProblem(op.title, [...props, '__title'], KEY_TEXT_MAX_BYTES, '__title'))
-        ?? (op.referrer === null ? null : textProblem(op.referrer, [...props, '__referrer'], KEY_TEXT_MAX_BYTES, '__referrer'))
+      const props = base.length ? [...base, 'properties'] : PROPERTIES;
+      return textProblem(op.name, NAME_MAX_BYTES, 'the event name', base, 'name')
+        ?? textProblem(op.profileId, K, 'profileId', base, 'profileId')
+        ?? textProblem(op.deviceId, K, 'the device id', props, '__deviceId')
+        ?? (op.groups.length ? firstOf(op.groups, (g, i) => textProblem(g, K, 'a group id', base, 'groups', String(i))) : null)
+        ?? (op.url === null ? null : pageUrlProblem(op.url, props))
+        ?? (op.title === null ? null : textProblem(op.title, K, '__title', props, '__title'))
+        ?? (op.referrer === null ? null : textProblem(op.referrer, K, '__referrer', props, '__referrer'))
         ?? extraTextProblem(op as unknown as Record<string, unknown>, props)
         ?? propertiesProblem(op.properties, props);
     }
     case 'identify':
-      return textProblem(op.profileId, [...base, 'profileId'], KEY_TEXT_MAX_BYTES, 'profileId')
+      return textProblem(op.profileId, K, 'profileId', base, 'profileId')
         ?? propertiesProblem(op.properties, [...base, 'properties']);
     case 'increment':
       if (!Number.isFinite(op.delta)) return { path: [...base, 'value'], message: 'value must be a finite number' };
-      return textProblem(op.profileId, [...base, 'profileId'], KEY_TEXT_MAX_BYTES, 'profileId')
-        ?? textProblem(op.property, [...base, 'property'], KEY_TEXT_MAX_BYTES, 'property');
+      return textProblem(op.profileId, K, 'profileId', base, 'profileId')
+        ?? textProblem(op.property, K, 'property', base, 'property');
     case 'group':
-      return textProblem(op.groupId, [...base, 'id'], KEY_TEXT_MAX_BYTES, 'the group id')
-        ?? textProblem(op.type, [...base, 'type'], KEY_TEXT_MAX_BYTES, 'the group type')
+      return textProblem(op.groupId, K, 'the group id', base, 'id')
+        ?? textProblem(op.type, K, 'the group type', base, 'type')
         ?? propertiesProblem(op.properties, [...base, 'properties']);
     case 'assign_group':
-      return textProblem(op.profileId, [...base, 'profileId'], KEY_TEXT_MAX_BYTES, 'profileId')
-        ?? firstOf(op.groupIds, (g, i) => textProblem(g, [...base, 'groupIds', String(i)], KEY_TEXT_MAX_BYTES, 'a group id'));
+      return textProblem(op.profileId, K, 'profileId', base, 'profileId')
+        ?? firstOf(op.groupIds, (g, i) => textProblem(g, K, 'a group id', base, 'groupIds', String(i)));
     case 'session_check':
       return null;
   }
 }
 
+const PROPERTIES: readonly string[] = ['properties'];
+
 /** Fields of a track op this module does not name (e.g. device overrides): stored text, so the same limits. */
 const KNOWN_TRACK_FIELDS = new Set(['kind', 'id', 'projectId', 'deviceId', 'receivedAt', 'name', 'profileId', 'createdAt', 'properties', 'groups', 'url', 'title', 'referrer', 'ip', 'userAgent']);
-function extraTextProblem(op: Record<string, unknown>, props: string[]): StorableProblem | null {
-  for (const k of Object.keys(op)) {
+function extraTextProblem(op: Record<string, unknown>, props: readonly string[]): StorableProblem | null {
+  for (const k in op) {
     const v = op[k];
-    if (KNOWN_TRACK_FIELDS.has(k) || typeof v !== 'string') continue;
-    const p = textProblem(v, [...props, `__${k}`], KEY_TEXT_MAX_BYTES, k);
+    if (typeof v !== 'string' || KNOWN_TRACK_FIELDS.has(k)) continue;
+    const p = textProblem(v, KEY_TEXT_MAX_BYTES, k, props, `__${k}`);
     if (p) return p;
   }
   return null;
@@ -207,15 +216,15 @@ const RECORD_KEY_FIELDS = [
 
 /** Whether PostgreSQL can store and index the enriched event; null when it can, else which field and why. */
 export function eventRecordProblem(e: EventRecord): StorableProblem | null {
-  const name = textProblem(e.name, ['name'], NAME_MAX_BYTES, 'the event name');
+  const name = textProblem(e.name, NAME_MAX_BYTES, 'the event name', [], 'name');
   if (name) return name;
   for (const f of RECORD_KEY_FIELDS) {
     const v = e[f];
-    const p = textProblem(v, [f], KEY_TEXT_MAX_BYTES, f);
+    const p = textProblem(v, KEY_TEXT_MAX_BYTES, f, [], f);
     if (p) return p;
     if (hasLoneSurrogate(v)) return { path: [f], message: `${f} must be well-formed Unicode (no lone surrogates)` };
   }
-  const groups = firstOf(e.groups, (g, i) => textProblem(g, ['groups', String(i)], KEY_TEXT_MAX_BYTES, 'a group id'));
+  const groups = firstOf(e.groups, (g, i) => textProblem(g, KEY_TEXT_MAX_BYTES, 'a group id', [], 'groups', String(i)));
   if (groups) return groups;
   if (!(e.createdAt instanceof Date) || Number.isNaN(e.createdAt.getTime())) return { path: ['createdAt'], message: 'invalid event time' };
   for (const f of ['latitude', 'longitude'] as const) {
