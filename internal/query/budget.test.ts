@@ -61,6 +61,7 @@ describe('RequestBudget', () => {
     const held = await source.connect();
     await sleep(80);
     assert.equal(budget.ended, 'deadline');
+    await assert.rejects(held.query('SELECT 1'), (err: unknown) => err instanceof QueryTimeoutError, 'no statement after the end');
     held.release();
     assert.deepEqual(pool.lent[0]!.released, [undefined], 'released before the end: back to the pool');
     assert.deepEqual(pool.lent[1]!.released, [true], 'lent at the end: destroyed');

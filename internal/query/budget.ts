@@ -102,9 +102,17 @@ export class RequestBudget {
     }
     const entry: Lent = { client, cancelled: false };
     const release = client.release;
+    const query = client.query;
+    // Once the budget has ended, a statement is refused here: a cancel that reached the
+    // connection between two statements would otherwise be lost and the next one run on.
+    client.query = ((...args: unknown[]) => {
+      if (this.endedBy && typeof args[0] === 'string') return Promise.reject(this.errorFor(this.endedBy));
+      return (query as (...a: unknown[]) => unknown).apply(client, args);
+    }) as typeof client.query;
     client.release = (err?: Error | boolean) => {
       this.lent.delete(entry);
       client.release = release;
+      client.query = query;
       // A cancelled connection may still receive the cancel: never lend it to another request.
       return release.call(client, entry.cancelled ? true : err);
     };
