@@ -13,6 +13,8 @@ export function redisKeys(ns: string) {
     rateSeq: `${ns}:rl:seq`,
     revoked: `${ns}:revoked-clients`,
     live: (projectId: string) => `${ns}:live:${projectId}`,
+    /** Pub/sub channel told when a project's live count may have changed (the ingest gate script builds it as the live key + ':changed'). */
+    liveChanged: (projectId: string) => `${ns}:live:${projectId}:changed`,
     seen: (deviceId: string) => `${ns}:seen:${deviceId}`,
     salts: `${ns}:salts`,
     shardOwner: (shard: number) => `${ns}:shard-owner:${shard}`,
