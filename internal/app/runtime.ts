@@ -27,6 +27,8 @@ import { exportRoutes } from '../export/routes';
 import { openApiDocument } from './openapi';
 import { DASHBOARD_HTML } from './dashboard';
 import { ApiThreads } from './threads';
+import { livePush, type LivePush } from './live-routes';
+import type { SocketRoute } from '../http/types';
 
 export interface Roles {
   api: boolean;
@@ -136,6 +138,8 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
   let jobs: JobRunner | null = null;
   let enricher: Awaited<ReturnType<typeof createEnricher>> | null = null;
   let threads: ApiThreads | null = null;
+  let live: LivePush | null = null;
+  const socketRoutes: SocketRoute[] = [];
 
   const router = new Router();
   const renderMetrics = thread?.renderMetrics ?? (async () => (threads ? threads.render() : metrics.registry.metrics()));
@@ -195,6 +199,8 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
     })) router.add(r);
     const readDeps = { db, redis, keys, auth, gate, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX };
     for (const r of readRoutes(readDeps)) router.add(r);
+    live = livePush({ redis, redisUrl: cfg.REDIS_URL, keys, auth, gate, log, metrics, maxSockets: cfg.LIVE_MAX_SOCKETS });
+    socketRoutes.push(live.route);
     for (const r of exportRoutes(readDeps, { streaming: true })) router.add(r);
     const openapi = JSON.stringify(openApiDocument());
     router.add({
@@ -215,6 +221,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
     router,
     port,
     maxInFlight: cfg.MAX_IN_FLIGHT,
+    sockets: socketRoutes,
     onResponse: ({ route, method, status, seconds, requestId }) => {
       metrics.httpRequests.inc({ route, method, status: String(status) });
       threadRequests.inc();
@@ -228,6 +235,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
     (drained ??= (async () => {
       draining = true;
       log.info('draining');
+      live?.close(); // live sockets get 1001 and reconnect elsewhere
       await Promise.all([server?.drain(), threads?.drain()]);
       await batcher?.flushAll();
       await shardManager?.close();
