@@ -91,11 +91,24 @@ export function openApiDocument(extraPaths: Record<string, unknown> = {}): Recor
       },
     },
     '/insights/{projectId}/metrics': insights('Totals and a series per bucket', periodParamsSchema, MetricsResponse),
+    '/projects': {
+      get: {
+        summary: 'Projects this client may read: its own (read client) or every project (root client)', tags: ['insights'],
+        security: [{ clientId: [], clientSecret: [] }],
+        responses: {
+          200: { description: 'OK', content: json(z.array(z.object({ id: z.string(), name: z.string(), timezone: z.string().describe('IANA time zone of insights periods') }))) },
+          ...readErrors,
+        },
+      },
+    },
     '/insights/{projectId}/live': {
       get: {
-        summary: 'Visitors with an event in the last 5 minutes', tags: ['insights'], security: [{ clientId: [], clientSecret: [] }],
+        summary: 'Visitors with an event in the last 5 minutes; also a WebSocket (docs/api.md "Live push")', tags: ['insights'], security: [{ clientId: [], clientSecret: [] }],
         parameters: [projectParam],
-        responses: { 200: { description: 'OK', content: json(z.object({ visitors: z.number() })) }, ...readErrors },
+        responses: {
+          101: { description: 'WebSocket upgrade: {"visitors": N} at once after authentication, then on every change' },
+          200: { description: 'OK', content: json(z.object({ visitors: z.number() })) }, ...readErrors,
+        },
       },
     },
     '/insights/{projectId}/pages': insights('Top pages', pageParamsSchema, z.array(PageRow)),

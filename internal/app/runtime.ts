@@ -25,7 +25,7 @@ import { opsRoutes, type Probe } from './ops-routes';
 import { readRoutes } from './read-routes';
 import { exportRoutes } from '../export/routes';
 import { openApiDocument } from './openapi';
-import { DASHBOARD_HTML } from './dashboard';
+import { DashboardPage } from '../dashboard/bundle';
 import { ApiThreads } from './threads';
 import { livePush, type LivePush } from './live-routes';
 import type { SocketRoute } from '../http/types';
@@ -207,9 +207,14 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
       method: 'GET', pattern: '/openapi.json', family: 'ops',
       handler: async () => ({ status: 200, raw: { contentType: 'application/json', data: openapi } }),
     });
+    const dashboard = new DashboardPage();
     router.add({
       method: 'GET', pattern: '/dashboard', family: 'ops',
-      handler: async () => ({ status: 200, raw: { contentType: 'text/html; charset=utf-8', data: DASHBOARD_HTML } }),
+      handler: async () => ({
+        status: 200,
+        headers: { 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'no-referrer' },
+        raw: { contentType: 'text/html; charset=utf-8', data: await dashboard.html() },
+      }),
     });
   }
 

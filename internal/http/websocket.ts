@@ -20,6 +20,8 @@ export interface SocketGlueOptions {
 }
 
 const CLOSE_REASON_BYTES = 123;
+const EMPTY: Record<string, string> = Object.freeze({}) as Record<string, string>;
+const NO_QUERY = new URLSearchParams();
 
 /** A close reason the protocol accepts: at most 123 bytes of UTF-8, cut on a character boundary. */
 export function closeReason(reason: string): string {
@@ -156,6 +158,8 @@ export function attachSocketRoute(uws: typeof UWS, app: UWS.TemplatedApp, route:
         connection.close(1011, 'internal error');
         return;
       }
+      // The route copied what it needs: an idle socket keeps no headers or query.
+      data.request = { path: data.request.path, requestId: data.request.requestId, params: EMPTY, query: NO_QUERY, headers: EMPTY, remoteAddress: '' };
       if (data.closedInAccept !== null) handlers.closed(data.closedInAccept);
       else data.handlers = handlers;
     },
