@@ -32,6 +32,7 @@ export async function buildDashboardHtml(): Promise<string> {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>Tidemark</title>
+<link rel="icon" href="data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E%3Crect width='16' height='16' rx='5' fill='%234f46e5'/%3E%3Crect x='3' y='10' width='10' height='3' rx='1.5' fill='white'/%3E%3C/svg%3E">
 <style>${inline(css, 'style')}</style>
 </head>
 <body>

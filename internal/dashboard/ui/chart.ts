@@ -78,7 +78,12 @@ export class SeriesChart {
         {
           stroke: '#6b7280', grid: { show: false }, ticks: { show: false }, font: '12px system-ui, sans-serif', gap: 6,
           values: (_u, splits) => splits.map((s) => tickFormat.format(new Date(s * 1000))),
-          space: 70,
+          // Ticks on bucket starts only (a day, week or month bucket gets one label), as many as fit.
+          splits: (u) => {
+            const fit = Math.max(2, Math.floor(u.bbox.width / devicePixelRatio / 72));
+            const step = Math.max(1, Math.ceil(xs.length / fit));
+            return xs.filter((_, i) => i % step === 0);
+          },
         },
         {
           stroke: '#6b7280', grid: { stroke: '#eef0f4', width: 1 }, ticks: { show: false }, font: '12px system-ui, sans-serif', size: 56,

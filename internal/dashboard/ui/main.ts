@@ -31,10 +31,6 @@ const regionNames = (() => {
   }
 })();
 
-function flag(code: string): string {
-  if (!/^[A-Z]{2}$/.test(code)) return '';
-  return String.fromCodePoint(...[...code].map((c) => 0x1f1e6 + c.charCodeAt(0) - 65));
-}
 
 function displayName(dimension: string, name: string): string {
   if (name === '') return dimension.startsWith('referrer') ? 'Direct / None' : '(not set)';
@@ -116,7 +112,20 @@ class Dashboard {
     } catch (err) {
       if (err instanceof ApiError && (err.kind === 'unauthorized' || err.kind === 'forbidden')) {
         saveCredentials(null);
-        return this.renderSignIn(typed ? explain(err) : 'Your session ended. Sign in again.');
+        if (!typed) return this.renderSignIn('Your session ended. Sign in again.');
+        const el = document.getElementById('signin-error');
+        if (el) el.textContent = explain(err);
+        document.getElementById('client-secret')?.focus();
+        return;
+      }
+      if (err instanceof ApiError && (err.kind === 'rateLimited' || err.kind === 'unavailable' || err.kind === 'network')) {
+        // Not the credentials' fault: say so, and try again when the server says.
+        const wait = err.retryAfter ?? (err.kind === 'rateLimited' ? 10 : 5);
+        if (!typed) this.renderSignIn(explain(err));
+        const el = document.getElementById('signin-error');
+        if (el) el.textContent = explain(err);
+        this.retryTimer = setTimeout(() => void this.signIn(creds, typed), wait * 1000);
+        return;
       }
       if (!typed) return this.renderSignIn(explain(err));
       const el = document.getElementById('signin-error');
@@ -243,14 +252,22 @@ class Dashboard {
   }
 
   private panel(id: string, title: string, group: TabGroup | null): HTMLElement {
+    const current = group ? this.state.tabs[group] : '';
+    const pick = (dim: string) => group && this.setState({ tabs: { ...this.state.tabs, [group]: dim } }, false);
+    const utm = group === 'sources'
+      ? h('select', { class: `tab utm-select${current.startsWith('utm_') ? ' selected' : ''}`, 'aria-label': 'Campaign (UTM) parameter', 'data-dimension': 'utm',
+        onchange: (e: Event) => pick((e.target as HTMLSelectElement).value) },
+        h('option', { value: '', disabled: true, selected: !current.startsWith('utm_') }, 'UTM'),
+        TAB_GROUPS.sources.filter((d) => d.startsWith('utm_')).map((d) => h('option', { value: d, selected: d === current }, `UTM ${TAB_LABELS[d]!.toLowerCase()}`)))
+      : null;
     const tabs = group
       ? h('div', { class: 'tabs', role: 'tablist', 'aria-label': `${title} by` },
-        TAB_GROUPS[group].map((dim) => h('button', {
-          type: 'button', role: 'tab', 'aria-selected': String(this.state.tabs[group] === dim), tabindex: this.state.tabs[group] === dim ? '0' : '-1',
-          class: `tab${dim.startsWith('utm_') ? ' utm' : ''}`, 'data-dimension': dim,
-          onclick: () => this.setState({ tabs: { ...this.state.tabs, [group]: dim } }, false),
+        TAB_GROUPS[group].filter((dim) => !dim.startsWith('utm_')).map((dim) => h('button', {
+          type: 'button', role: 'tab', 'aria-selected': String(current === dim), tabindex: current === dim ? '0' : '-1',
+          class: 'tab', 'data-dimension': dim,
+          onclick: () => pick(dim),
           onkeydown: (e: Event) => this.tabKeys(e as KeyboardEvent),
-        }, TAB_LABELS[dim] ?? dim)))
+        }, TAB_LABELS[dim] ?? dim)), utm)
       : null;
     return h('section', { class: 'panel', id: `panel-${id}`, 'aria-labelledby': `panel-${id}-title` },
       h('div', { class: 'panel-head' }, h('h2', { id: `panel-${id}-title` }, title), tabs),
@@ -408,7 +425,7 @@ class Dashboard {
       const content = [
         h('span', { class: 'bar', style: `width:${Math.max(2, (r.sessions / max) * 100).toFixed(1)}%`, 'aria-hidden': 'true' }),
         h('span', { class: 'row-name' },
-          dimension === 'country' ? h('span', { class: 'flag', 'aria-hidden': 'true' }, flag(raw)) : null,
+          dimension === 'country' && raw ? h('span', { class: 'code', 'aria-hidden': 'true' }, raw) : null,
           h('span', { class: 'row-label' }, label), sub ? h('span', { class: 'row-sub' }, sub) : null),
         h('span', { class: 'row-value' }, compact(r.sessions), share !== null ? h('span', { class: 'row-share' }, `${share}%`) : null),
       ];
