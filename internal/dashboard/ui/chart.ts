@@ -89,6 +89,8 @@ export class SeriesChart {
           stroke: '#6b7280', grid: { stroke: '#eef0f4', width: 1 }, ticks: { show: false }, font: '12px system-ui, sans-serif', size: 56,
           values: (_u, splits) => splits.map((v) => formatMetric(data.metric, v)),
           space: 40,
+          // Counts have whole ticks only.
+          ...(info.kind === 'count' ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7] } : {}),
         },
       ],
       series: [

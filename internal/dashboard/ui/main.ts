@@ -258,7 +258,7 @@ class Dashboard {
       ? h('select', { class: `tab utm-select${current.startsWith('utm_') ? ' selected' : ''}`, 'aria-label': 'Campaign (UTM) parameter', 'data-dimension': 'utm',
         onchange: (e: Event) => pick((e.target as HTMLSelectElement).value) },
         h('option', { value: '', disabled: true, selected: !current.startsWith('utm_') }, 'UTM'),
-        TAB_GROUPS.sources.filter((d) => d.startsWith('utm_')).map((d) => h('option', { value: d, selected: d === current }, `UTM ${TAB_LABELS[d]!.toLowerCase()}`)))
+        TAB_GROUPS.sources.filter((d) => d.startsWith('utm_')).map((d) => h('option', { value: d, selected: d === current }, TAB_LABELS[d]!)))
       : null;
     const tabs = group
       ? h('div', { class: 'tabs', role: 'tablist', 'aria-label': `${title} by` },
@@ -297,19 +297,22 @@ class Dashboard {
     const project = this.project;
     const previous = previousOf(s.period, todayIn(project.timezone));
     const tasks: Promise<unknown>[] = [];
+    const current = api.metrics(project.id, s.period, s.filters, ctl.signal);
+    // The panels' shares are of this load's total: they wait for it (not for the previous period).
+    const total = current.then((m) => m.metrics.total_sessions, () => null);
     tasks.push((async () => {
       const [cur, prev] = await Promise.all([
-        api.metrics(project.id, s.period, s.filters, ctl.signal),
+        current,
         previous ? api.metrics(project.id, previous, s.filters, ctl.signal) : Promise.resolve(null),
       ]);
       if (ctl.signal.aborted) return;
       this.lastMetrics = { current: cur.metrics, previous: prev?.metrics ?? null, series: cur.series, previousSeries: prev?.series ?? null };
       this.renderMetrics();
     })());
-    tasks.push(this.loadPanel('pages', () => api.pages(project.id, s.period, s.filters, PANEL_ROWS, ctl.signal), ctl));
+    tasks.push(this.loadPanel('pages', () => api.pages(project.id, s.period, s.filters, PANEL_ROWS, ctl.signal), total, ctl));
     for (const group of Object.keys(TAB_GROUPS) as TabGroup[]) {
       const dim = s.tabs[group];
-      tasks.push(this.loadPanel(group, () => api.breakdown(project.id, dim, s.period, s.filters, PANEL_ROWS, ctl.signal), ctl));
+      tasks.push(this.loadPanel(group, () => api.breakdown(project.id, dim, s.period, s.filters, PANEL_ROWS, ctl.signal), total, ctl));
     }
     const results = await Promise.allSettled(tasks);
     if (ctl.signal.aborted) return;
@@ -318,12 +321,13 @@ class Dashboard {
     else this.notice(null);
   }
 
-  private async loadPanel(id: string, fetchRows: () => Promise<(Row | PageRow)[]>, ctl: AbortController): Promise<void> {
+  private async loadPanel(id: string, fetchRows: () => Promise<(Row | PageRow)[]>, total: Promise<number | null>, ctl: AbortController): Promise<void> {
     const list = $(`#panel-${id} .rows`);
     try {
       const rows = await fetchRows();
+      const sessions = await total;
       if (ctl.signal.aborted) return;
-      this.renderRows(id, rows);
+      this.renderRows(id, rows, sessions);
     } catch (err) {
       if (ctl.signal.aborted) return;
       list.setAttribute('aria-busy', 'false');
@@ -406,7 +410,7 @@ class Dashboard {
     );
   }
 
-  private renderRows(id: string, rows: (Row | PageRow)[]): void {
+  private renderRows(id: string, rows: (Row | PageRow)[], total: number | null): void {
     const list = $(`#panel-${id} .rows`);
     list.setAttribute('aria-busy', 'false');
     const dimension = id === 'pages' ? 'path' : this.state.tabs[id as TabGroup];
@@ -415,13 +419,12 @@ class Dashboard {
       return;
     }
     const max = Math.max(1, ...rows.map((r) => r.sessions));
-    const total = this.lastMetrics?.current.total_sessions ?? 0;
     list.replaceChildren(...rows.map((r) => {
       const page = 'path' in r ? r : null;
       const raw = page ? page.path : (r as Row).name;
       const label = page ? page.path || '/' : displayName(dimension, raw);
       const sub = page ? (page.title || page.origin) : (r as Row).prefix ? displayName('country', (r as Row).prefix!) : '';
-      const share = total > 0 ? Math.round((r.sessions / total) * 100) : null;
+      const share = total ? Math.round((r.sessions / total) * 100) : null;
       const content = [
         h('span', { class: 'bar', style: `width:${Math.max(2, (r.sessions / max) * 100).toFixed(1)}%`, 'aria-hidden': 'true' }),
         h('span', { class: 'row-name' },
