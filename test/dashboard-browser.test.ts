@@ -198,6 +198,18 @@ test('the live count comes over the WebSocket and changes after a /track', { ski
   await shot('04-live');
 });
 
+test('past the rate limit the page says when it retries (Retry-After), then recovers by itself', { skip }, async () => {
+  // Use up the browser's client's 100 requests / 10 s, then reload.
+  for (let i = 0; i < 100; i++) {
+    const r = await get(`${app.url}/insights/${projectId}/live`, reader);
+    if (r.status === 429) break;
+  }
+  await page.reload();
+  await page.waitForSelector('text=/Too many requests for this client\\. Trying again in \\d+ s/');
+  await shot('06-rate-limited');
+  await cardsEqualApi({ range: '7d' });
+});
+
 test('readable at phone width', { skip }, async () => {
   await page.setViewportSize({ width: 390, height: 844 });
   await page.waitForTimeout(300);

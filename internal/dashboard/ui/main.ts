@@ -121,9 +121,11 @@ class Dashboard {
       if (err instanceof ApiError && (err.kind === 'rateLimited' || err.kind === 'unavailable' || err.kind === 'network')) {
         // Not the credentials' fault: say so, and try again when the server says.
         const wait = err.retryAfter ?? (err.kind === 'rateLimited' ? 10 : 5);
-        if (!typed) this.renderSignIn(explain(err));
-        const el = document.getElementById('signin-error');
-        if (el) el.textContent = explain(err);
+        if (!typed) this.renderWaiting(explain(err));
+        else {
+          const el = document.getElementById('signin-error');
+          if (el) el.textContent = explain(err);
+        }
         this.retryTimer = setTimeout(() => void this.signIn(creds, typed), wait * 1000);
         return;
       }
@@ -140,6 +142,15 @@ class Dashboard {
       history.replaceState(null, '', `${location.pathname}${stateToSearch(this.state)}`);
     }
     this.renderShell();
+  }
+
+  /** Signed in, but the server asks to wait (429, 503) or cannot be reached: say so, retry. */
+  private renderWaiting(message: string): void {
+    document.title = 'Tidemark';
+    this.root.replaceChildren(h('main', { class: 'signin' }, h('div', { class: 'signin-card' },
+      h('div', { class: 'brand big' }, h('span', { class: 'logo', 'aria-hidden': 'true' }), 'Tidemark'),
+      h('p', { class: 'notice', role: 'status', id: 'waiting' }, message),
+      h('button', { type: 'button', class: 'ghost', onclick: () => { this.clearRetry(); this.signOut(); } }, 'Sign out'))));
   }
 
   private signOut(): void {
