@@ -68,14 +68,19 @@ export async function connectAll(cfg: Config, log: Logger): Promise<{ db: Pool; 
     await db.end();
     throw err;
   }
-  let bus: Bus;
+  let bus: Bus | undefined;
   try {
     bus = await Bus.connect({
       url: cfg.NATS_URL, namespace: cfg.TIDEMARK_NAMESPACE, shards: cfg.TIDEMARK_SHARDS, maxAgeHours: cfg.STREAM_MAX_AGE_HOURS,
-      publishTimeoutMs: cfg.INGEST_PUBLISH_TIMEOUT_MS,
+      publishTimeoutMs: cfg.INGEST_PUBLISH_TIMEOUT_MS, streamReplicas: cfg.TIDEMARK_STREAM_REPLICAS,
     });
-    await bus.ensureStream();
+    const plan = await bus.ensureStream();
+    if (plan.action === 'raise') log.info({ stream: bus.streamName, from: plan.from, replicas: plan.replicas }, 'stream replicas raised (TIDEMARK_STREAM_REPLICAS)');
+    if (plan.action === 'keep-higher') {
+      log.info({ stream: bus.streamName, replicas: plan.replicas, TIDEMARK_STREAM_REPLICAS: plan.wanted }, 'stream has more replicas than TIDEMARK_STREAM_REPLICAS; kept (never lowered)');
+    }
   } catch (err) {
+    await bus?.drainAndClose();
     redis.disconnect();
     await db.end();
     throw err;

@@ -10,7 +10,14 @@ const EnvSchema = z.object({
   PORT: intFrom(3000, 0),
   METRICS_PORT: intFrom(9091, 0),
   DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/tidemark'),
-  NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+  /** One NATS server, or several comma-separated (members of one cluster; the client picks and fails over). */
+  NATS_URL: z
+    .string()
+    .default('nats://127.0.0.1:4222')
+    .refine((v) => {
+      const servers = v.split(',').map((s) => s.trim());
+      return servers.every((s) => s.length > 0 && isServerUrl(s));
+    }, 'one NATS server URL, or several comma-separated (nats://host:port,nats://host:port)'),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
   TIDEMARK_NAMESPACE: z
     .string()
@@ -45,12 +52,28 @@ const EnvSchema = z.object({
   API_THREADS: z.coerce.number().int().min(1).max(64).default(1),
   /** Days of raw events/sessions to keep; 0 keeps everything. */
   RETENTION_DAYS: intFrom(0, 0),
+  /**
+   * Replicas of the JetStream stream (and of its shard consumers): 1 for a single
+   * nats-server, 3 (or 5) on a NATS cluster so an acknowledged event survives the loss of a
+   * node and its disk. An existing stream is raised to it, never lowered.
+   */
+  TIDEMARK_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   /** JetStream stream max age in hours (how long an unprocessed message is kept). */
   STREAM_MAX_AGE_HOURS: intFrom(168, 1),
   SESSION_TIMEOUT_MINUTES: intFrom(30, 1),
 });
 
 export type Config = z.infer<typeof EnvSchema>;
+
+/** nats://host:port, tls://..., ws(s)://... or a bare host[:port], as the NATS client takes them. */
+function isServerUrl(s: string): boolean {
+  try {
+    const u = new URL(s.includes('://') ? s : `nats://${s}`);
+    return ['nats:', 'tls:', 'ws:', 'wss:'].includes(u.protocol) && u.hostname.length > 0 && !/\s/.test(s);
+  } catch {
+    return false;
+  }
+}
 
 /** Checks between settings. */
 const CheckedSchema = EnvSchema.superRefine((c, ctx) => {
