@@ -175,9 +175,25 @@ export class Bus {
     }
   }
 
+  /**
+   * Publishes and waits for the stream's ack, within publishTimeoutMs in all. While the
+   * stream has no leader (an election after a node is lost: seconds on a cluster) the
+   * server answers "no responders" at once; that is retried until the time is up, so the
+   * caller gets a late ack instead of an early refusal. The msgID makes a publish that
+   * landed twice one message (the stream's duplicate window).
+   */
   async publish(subject: string, data: Uint8Array, msgId: string): Promise<PublishAck> {
-    const ack = await this.js.publish(subject, data, { msgID: msgId, timeout: this.opts.publishTimeoutMs ?? 5000 });
-    return { seq: ack.seq, duplicate: ack.duplicate };
+    const deadline = Date.now() + (this.opts.publishTimeoutMs ?? 5000);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const ack = await this.js.publish(subject, data, { msgID: msgId, timeout: Math.max(1, deadline - Date.now()) });
+        return { seq: ack.seq, duplicate: ack.duplicate };
+      } catch (err) {
+        const pause = Math.min(250, 10 * 2 ** attempt);
+        if (!isNoResponders(err) || Date.now() + pause >= deadline) throw err;
+        await sleep(pause);
+      }
+    }
   }
 
   consumerName(shard: number): string {
@@ -225,6 +241,13 @@ export class Bus {
     await this.nc.drain().catch(() => this.nc.close());
   }
 }
+
+/** No stream answered the publish: no leader right now (or no stream at all). */
+function isNoResponders(err: unknown): boolean {
+  return err instanceof Error && err.name === 'JetStreamNotEnabled';
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** FNV-1a over the device id: the shard a device's operations always go to. */
 export function shardOf(deviceId: string, shards: number): number {
