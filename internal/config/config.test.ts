@@ -34,7 +34,7 @@ test('NATS_URL: one server or several comma-separated; a malformed entry is refu
   const list = 'nats://10.0.0.1:4222,nats://10.0.0.2:4222, nats://10.0.0.3:4222';
   assert.equal(loadConfig({ NATS_URL: list }).NATS_URL, list);
   assert.equal(loadConfig({ NATS_URL: 'nats-0.nats:4222,nats-1.nats:4222' }).NATS_URL, 'nats-0.nats:4222,nats-1.nats:4222');
-  for (const bad of ['nats://a:4222,,nats://b:4222', 'http://a:4222', 'nats://a:4222,', '']) {
+  for (const bad of ['nats://a:4222,,nats://b:4222', 'http://a:4222', 'ws://a:8080', 'nats://a:4222,', '']) {
     assert.throws(() => loadConfig({ NATS_URL: bad }), /NATS_URL/, bad);
   }
 });

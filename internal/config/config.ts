@@ -65,11 +65,11 @@ const EnvSchema = z.object({
 
 export type Config = z.infer<typeof EnvSchema>;
 
-/** nats://host:port, tls://..., ws(s)://... or a bare host[:port], as the NATS client takes them. */
+/** nats://host:port, tls://host:port or a bare host[:port], as the Node NATS client takes them. */
 function isServerUrl(s: string): boolean {
   try {
     const u = new URL(s.includes('://') ? s : `nats://${s}`);
-    return ['nats:', 'tls:', 'ws:', 'wss:'].includes(u.protocol) && u.hostname.length > 0 && !/\s/.test(s);
+    return ['nats:', 'tls:'].includes(u.protocol) && u.hostname.length > 0 && !/\s/.test(s);
   } catch {
     return false;
   }
