@@ -7,6 +7,7 @@ import { createEnricher } from '../enrich';
 import { HttpServer } from '../http/server';
 import { Router } from '../http/router';
 import { Batcher } from '../ingest/batcher';
+import { ipHeaderOrder } from '../ingest/client-ip';
 import { ingestRoutes } from '../ingest/handler';
 import { SaltKeeper } from '../ingest/identity';
 import { JobRunner } from '../jobs/jobs';
@@ -185,7 +186,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
     const auth = new Authenticator(db);
     const gate = new Gate(redis, keys);
     for (const r of ingestRoutes({
-      auth, gate, salts, batcher, shards: cfg.TIDEMARK_SHARDS,
+      auth, gate, salts, batcher, shards: cfg.TIDEMARK_SHARDS, ipHeaders: ipHeaderOrder(cfg.TRUSTED_IP_HEADERS),
       subjectFor: (p, s) => bus.subjectFor(p, s),
       onDegraded: (what, err) => {
         metrics.degraded.inc({ dependency: what });

@@ -1,9 +1,9 @@
 // Pure request-to-operation logic: reserved keys, event time, and the queued op.
 import { randomFillSync } from 'node:crypto';
-import { isIP } from 'node:net';
 import { v7 as uuidv7 } from 'uuid';
 import { BadRequestError } from '../http/errors';
 import type { QueuedOp } from '../model/event';
+import { asIp, DEFAULT_IP_HEADERS, ipFromHeaders, type IpHeaderOrder } from './client-ip';
 import { ISO_DATE_TIME, parseIsoMs, ReservedProps, RESERVED_KEYS, type EventBodyT, type TrackBodyT } from './schemas';
 
 /**
@@ -130,22 +130,22 @@ export function eventTimeMs(sentMs: number | null, receivedMs: number): number {
   return sentMs;
 }
 
-/** Client IP: x-client-ip, else the socket address; `__ip` overrides both. */
-export function clientIp(headers: Record<string, string>, remoteAddress: string, override: string | null): string | null {
-  return clientIpOf({ headers, remoteAddress }, override);
+/**
+ * Client IP: `__ip`, else the first address the trusted headers name (client-ip.ts: the
+ * single-address headers in order, then the first public x-forwarded-for entry), else the
+ * socket address.
+ */
+export function clientIp(headers: Record<string, string>, remoteAddress: string, override: string | null, order: IpHeaderOrder = DEFAULT_IP_HEADERS): string | null {
+  return clientIpOf({ headers, remoteAddress }, override, order);
 }
 
-/** The candidate as an IP (an IPv4-mapped IPv6 address as IPv4), or null. */
-function asIp(c: string | null | undefined): string | null {
-  if (!c) return null;
-  const ip = c.startsWith('::ffff:') && isIP(c.slice(7)) === 4 ? c.slice(7) : c;
-  return isIP(ip) ? ip : null;
-}
-
-/** `clientIp` of a request; reads `remoteAddress` only when neither `__ip` nor x-client-ip is an IP. */
-export function clientIpOf(req: { readonly headers: Record<string, string>; readonly remoteAddress: string }, override: string | null): string | null {
-  const forwarded = req.headers['x-client-ip'];
-  return asIp(override) ?? asIp(forwarded === undefined ? undefined : forwarded.split(',')[0]!.trim()) ?? asIp(req.remoteAddress);
+/** `clientIp` of a request; reads `remoteAddress` only when neither `__ip` nor a header names an IP. */
+export function clientIpOf(
+  req: { readonly headers: Record<string, string>; readonly remoteAddress: string },
+  override: string | null,
+  order: IpHeaderOrder = DEFAULT_IP_HEADERS,
+): string | null {
+  return asIp(override?.trim()) ?? ipFromHeaders(req.headers, order) ?? asIp(req.remoteAddress);
 }
 
 export interface OpContext {
