@@ -5,7 +5,10 @@ import { ForbiddenError, ServiceUnavailableError, UnauthorizedError } from '../h
 import type { HttpRequest } from '../http/types';
 import { getClient, getProject, type ClientRow, type ProjectRow } from '../store/accounts';
 import type { Pool } from '../store/db';
+import { originAllowed } from './origins';
 import { fingerprint, sameFingerprint, verifySecret } from './secrets';
+
+export { originAllowed } from './origins';
 
 export interface AuthedClient {
   id: string;
@@ -133,19 +136,6 @@ export class Authenticator {
 }
 
 const toAuthed = (r: ClientRow): AuthedClient => ({ id: r.id, projectId: r.projectId, mode: r.mode, ingestRate: r.ingestRate });
-
-export function normaliseOrigin(o: string): string {
-  try {
-    return new URL(o).origin.toLowerCase();
-  } catch {
-    return o.trim().replace(/\/+$/, '').toLowerCase();
-  }
-}
-
-export function originAllowed(origin: string, allowed: string[]): boolean {
-  const o = normaliseOrigin(origin);
-  return allowed.some((a) => a === '*' || normaliseOrigin(a) === o);
-}
 
 /**
  * Rows (clients, projects) read from PostgreSQL and kept `ttl` ms. Refresh-ahead: a cached row

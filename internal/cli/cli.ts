@@ -2,6 +2,7 @@
 // of JSON on stdout; anything else goes to stderr.
 import { parseArgs } from 'node:util';
 import type { Config } from '../config/config';
+import { OriginSyntaxError, parseAllowedOrigin } from '../auth/origins';
 import { hashSecret, generateSecret } from '../auth/secrets';
 import { connectRedis, redisKeys } from '../redis/redis';
 import { createClient, createProject, getProject, listClients, listProjects, revokeClient, type ClientMode } from '../store/accounts';
@@ -27,24 +28,19 @@ export function isValidTimezone(tz: string): boolean {
   }
 }
 
+/** `--origins a,b`: each an origin, a wildcard origin or a bare host (internal/auth/origins.ts). */
 export function parseOrigins(raw: string | undefined): string[] {
   if (!raw) return [];
   const out: string[] = [];
   for (const part of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
-    if (part === '*') {
-      out.push('*');
-      continue;
-    }
-    let u: URL;
     try {
-      u = new URL(part);
-    } catch {
-      throw new UsageError(`--origins: "${part}" is not an origin like https://example.com`);
+      out.push(parseAllowedOrigin(part));
+    } catch (err) {
+      if (err instanceof OriginSyntaxError) throw new UsageError(`--origins: ${err.message}`);
+      throw err;
     }
-    if (!/^https?:$/.test(u.protocol)) throw new UsageError(`--origins: "${part}" must be http or https`);
-    out.push(u.origin);
   }
-  return out;
+  return [...new Set(out)];
 }
 
 /** Runs one CLI command; returns the value to print as JSON. */
