@@ -315,7 +315,7 @@ export const MAX_BREAKDOWNS = 3;
 export const CHART_DEFAULT_LIMIT = 100;
 export const CHART_MAX_LIMIT = 1000;
 
-const seriesItemSchema = z
+export const seriesItemSchema = z
   .object({
     name: z.string().min(1, 'An event name or * is required').max(200).refine(noNul, 'Must not contain NUL characters'),
     filters: z.array(filterSchema).max(MAX_FILTERS, `At most ${MAX_FILTERS} filters`).default([]),
@@ -363,7 +363,7 @@ function jsonParam<S extends z.ZodType>(schema: S, what: string) {
     .pipe(schema);
 }
 
-const breakdownSchema = z.object({
+export const breakdownSchema = z.object({
   name: z.string().refine(isFilterName, { message: 'Unknown breakdown; use a filterable column or properties.<key>' }).refine(noNul, 'Must not contain NUL characters'),
 });
 
