@@ -29,6 +29,19 @@ export function ipHeaderOrder(trusted?: readonly IpHeader[]): IpHeaderOrder {
 
 export const DEFAULT_IP_HEADERS: IpHeaderOrder = ipHeaderOrder();
 
+/** A single-address header's value as an address, or null (absent, or no address). */
+const singleIp = (value: string | undefined): string | null => (value === undefined ? null : asIp(firstEntry(value)));
+
+/**
+ * ipFromHeaders for the default list, with each header read by a constant name: on the hot
+ * path a request without these headers costs six cheap misses, not six keyed lookups.
+ */
+function ipFromDefaultHeaders(h: Record<string, string>): string | null {
+  const forwarded = h['x-forwarded-for'];
+  return singleIp(h['x-client-ip']) ?? singleIp(h['openpanel-client-ip']) ?? singleIp(h['cf-connecting-ip'])
+    ?? singleIp(h['true-client-ip']) ?? singleIp(h['x-real-ip']) ?? (forwarded === undefined ? null : firstPublicForwarded(forwarded));
+}
+
 /**
  * `text` as an IP address, or null: an IPv4-mapped IPv6 address is its IPv4 address, and a
  * port a proxy appended (`1.2.3.4:5678`, `[2001:db8::1]:443`) is dropped.
@@ -96,6 +109,7 @@ function firstPublicForwarded(value: string): string | null {
 
 /** The address the headers name, or null when none does (then the socket's counts). */
 export function ipFromHeaders(headers: Record<string, string>, order: IpHeaderOrder = DEFAULT_IP_HEADERS): string | null {
+  if (order === DEFAULT_IP_HEADERS) return ipFromDefaultHeaders(headers);
   const single = order.single;
   for (let i = 0; i < single.length; i++) {
     const value = headers[single[i]!];
