@@ -2,7 +2,7 @@
 // TRUSTED_IP_HEADERS narrowing, `__ip` overriding, the socket address last.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { asIp, ipFromHeaders, ipHeaderOrder, isPublicIp, IP_HEADERS } from './client-ip';
+import { asIp, DEFAULT_IP_HEADERS, ipFromHeaders, ipHeaderOrder, isPublicIp, IP_HEADERS } from './client-ip';
 import { clientIp, clientIpOf } from './ops';
 import { loadConfig } from '../config/config';
 
@@ -113,4 +113,16 @@ test('the socket address is read only when no header decides', () => {
     assert.equal(read, reads, JSON.stringify(headers));
     assert.equal(read, ipFromHeaders(headers, order) === null);
   }
+});
+
+test('TRUSTED_IP_HEADERS unset is the default order itself (the hot path reads it by constant names)', () => {
+  assert.equal(ipHeaderOrder(loadConfig({}).TRUSTED_IP_HEADERS), DEFAULT_IP_HEADERS);
+  // and a narrowed list that happens to hold every header answers exactly as the default
+  const all = ipHeaderOrder(['x-forwarded-for', 'x-real-ip', 'true-client-ip', 'cf-connecting-ip', 'openpanel-client-ip', 'x-client-ip']);
+  assert.notEqual(all, DEFAULT_IP_HEADERS);
+  const cases: Record<string, string>[] = [
+    {}, { 'x-forwarded-for': '10.0.0.1, 8.8.8.8' }, { 'x-real-ip': 'nope', 'true-client-ip': '9.9.9.9' },
+    { 'x-client-ip': '1.1.1.1', 'cf-connecting-ip': '3.3.3.3' }, { 'openpanel-client-ip': '::ffff:2.2.2.2' },
+  ];
+  for (const h of cases) assert.equal(ipFromHeaders(h, all), ipFromHeaders(h), JSON.stringify(h));
 });

@@ -18,16 +18,21 @@ export interface IpHeaderOrder {
   readonly forwardedFor: boolean;
 }
 
-/** The headers to read: `trusted` (TRUSTED_IP_HEADERS) narrows the default list; the order stays IP_HEADERS'. */
-export function ipHeaderOrder(trusted?: readonly IpHeader[]): IpHeaderOrder {
-  const allowed = new Set<string>(trusted ?? IP_HEADERS);
+function buildOrder(trusted: readonly string[]): IpHeaderOrder {
+  const allowed = new Set<string>(trusted);
   return Object.freeze({
     single: Object.freeze(SINGLE_IP_HEADERS.filter((h) => allowed.has(h))),
     forwardedFor: allowed.has(FORWARDED_FOR_HEADER),
   });
 }
 
-export const DEFAULT_IP_HEADERS: IpHeaderOrder = ipHeaderOrder();
+/** Every header, in OpenPanel's order (TRUSTED_IP_HEADERS unset). */
+export const DEFAULT_IP_HEADERS: IpHeaderOrder = buildOrder(IP_HEADERS);
+
+/** The headers to read: `trusted` (TRUSTED_IP_HEADERS) narrows the default list; the order stays IP_HEADERS'. */
+export function ipHeaderOrder(trusted?: readonly IpHeader[]): IpHeaderOrder {
+  return trusted === undefined ? DEFAULT_IP_HEADERS : buildOrder(trusted);
+}
 
 /** A single-address header's value as an address, or null (absent, or no address). */
 const singleIp = (value: string | undefined): string | null => (value === undefined ? null : asIp(firstEntry(value)));
