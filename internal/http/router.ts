@@ -48,11 +48,6 @@ export class Router {
     return this.routes.find((r) => matchSegments(r.segments, parts))?.family ?? 'read';
   }
 
-  corsPath(path: string): boolean {
-    const parts = path.split('/').filter(Boolean);
-    return this.routes.some((r) => r.cors && matchSegments(r.segments, parts));
-  }
-
   /**
    * Which CORS preflight a path gets: 'ingest' (its routes' project origins), 'read'
    * (insights and export: any origin, they need a secret), or null (no preflight: the
