@@ -1,19 +1,21 @@
 // Builds the clients once from the config, starts the roles asked for, and drains them on
 // SIGTERM. cmd/* only call start().
 import { Authenticator } from '../auth/auth';
+import { watchProjectChanges, type ProjectChangeWatch } from '../auth/project-changes';
 import { Bus } from '../bus/bus';
 import type { Config } from '../config/config';
 import { createEnricher } from '../enrich';
 import { HttpServer } from '../http/server';
 import { Router } from '../http/router';
 import { Batcher } from '../ingest/batcher';
+import { ipHeaderOrder } from '../ingest/client-ip';
 import { ingestRoutes } from '../ingest/handler';
 import { SaltKeeper } from '../ingest/identity';
 import { JobRunner } from '../jobs/jobs';
 import { createLogger, type Logger } from '../obs/log';
 import { createMetrics, type Metrics } from '../obs/metrics';
 import { Gate } from '../ratelimit/gate';
-import { connectRedis, redisKeys, type Redis } from '../redis/redis';
+import { connectRedis, createRedis, redisKeys, type Redis } from '../redis/redis';
 import { createPool, ensureDatabase, ServiceUnreachableError, type Pool } from '../store/db';
 import { migrate, pendingMigrations } from '../store/migrate';
 import { PartitionKeeper } from '../store/writes';
@@ -141,6 +143,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
   let jobs: JobRunner | null = null;
   let enricher: Awaited<ReturnType<typeof createEnricher>> | null = null;
   let threads: ApiThreads | null = null;
+  let projectWatch: ProjectChangeWatch | null = null;
 
   const router = new Router();
   const renderMetrics = thread?.renderMetrics ?? (async () => (threads ? threads.render() : metrics.registry.metrics()));
@@ -188,9 +191,11 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
       },
     });
     const auth = new Authenticator(db);
+    // A project changed (cli project update): this process drops its cached row at once.
+    projectWatch = watchProjectChanges(createRedis(cfg.REDIS_URL), keys, (projectId) => auth.forgetProject(projectId));
     const gate = new Gate(redis, keys);
     for (const r of ingestRoutes({
-      auth, gate, salts, batcher, shards: cfg.TIDEMARK_SHARDS,
+      auth, gate, salts, batcher, shards: cfg.TIDEMARK_SHARDS, ipHeaders: ipHeaderOrder(cfg.TRUSTED_IP_HEADERS),
       subjectFor: (p, s) => bus.subjectFor(p, s),
       onDegraded: (what, err) => {
         metrics.degraded.inc({ dependency: what });
@@ -234,6 +239,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
       draining = true;
       log.info('draining');
       await Promise.all([server?.drain(), threads?.drain()]);
+      projectWatch?.close();
       await batcher?.flushAll();
       await shardManager?.close();
       await jobs?.close();

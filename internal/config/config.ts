@@ -1,5 +1,6 @@
 // Configuration is read once from the environment (zod-validated) by cmd/* and passed down.
 import { z } from 'zod';
+import { IP_HEADERS, type IpHeader } from '../ingest/client-ip';
 
 const intFrom = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
@@ -61,6 +62,26 @@ const EnvSchema = z.object({
   /** JetStream stream max age in hours (how long an unprocessed message is kept). */
   STREAM_MAX_AGE_HOURS: intFrom(168, 1),
   SESSION_TIMEOUT_MINUTES: intFrom(30, 1),
+  /**
+   * Which request headers may name the client's address (comma list, any of IP_HEADERS, or
+   * `none` for the socket address only). Unset: all of them, in OpenPanel's order. Narrow
+   * it to what your proxy or CDN sets: a header a client sets itself can claim any address.
+   */
+  TRUSTED_IP_HEADERS: z
+    .string()
+    .optional()
+    .transform((raw, ctx): IpHeader[] | undefined => {
+      const text = raw?.trim().toLowerCase() ?? '';
+      if (text === '') return undefined;
+      if (text === 'none') return [];
+      const names = text.split(',').map((s) => s.trim()).filter(Boolean);
+      const unknown = names.filter((n) => !(IP_HEADERS as readonly string[]).includes(n));
+      if (unknown.length) {
+        ctx.addIssue({ code: 'custom', message: `unknown header ${unknown.join(', ')}; use any of ${IP_HEADERS.join(', ')}, or none` });
+        return z.NEVER;
+      }
+      return names as IpHeader[];
+    }),
 });
 
 export type Config = z.infer<typeof EnvSchema>;
