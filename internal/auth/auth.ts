@@ -5,7 +5,10 @@ import { ForbiddenError, ServiceUnavailableError, UnauthorizedError } from '../h
 import type { HttpRequest } from '../http/types';
 import { getClient, getProject, type ClientRow, type ProjectRow } from '../store/accounts';
 import type { Pool } from '../store/db';
+import { originAllowed } from './origins';
 import { fingerprint, sameFingerprint, verifySecret } from './secrets';
+
+export { originAllowed } from './origins';
 
 export interface AuthedClient {
   id: string;
@@ -45,6 +48,12 @@ export class Authenticator {
 
   project(id: string): Promise<ProjectRow | null> {
     return this.projects.get(id);
+  }
+
+  /** Forgets a project row at once (a change announced by `cli project update`), or every one (null). */
+  forgetProject(projectId: string | null): void {
+    if (projectId === null) this.projects.forgetAll();
+    else this.projects.forget(projectId);
   }
 
   /** Forgets a client at once (revocation seen by this process). */
@@ -139,19 +148,6 @@ export class Authenticator {
 
 const toAuthed = (r: ClientRow): AuthedClient => ({ id: r.id, projectId: r.projectId, mode: r.mode, ingestRate: r.ingestRate });
 
-export function normaliseOrigin(o: string): string {
-  try {
-    return new URL(o).origin.toLowerCase();
-  } catch {
-    return o.trim().replace(/\/+$/, '').toLowerCase();
-  }
-}
-
-export function originAllowed(origin: string, allowed: string[]): boolean {
-  const o = normaliseOrigin(origin);
-  return allowed.some((a) => a === '*' || normaliseOrigin(a) === o);
-}
-
 /**
  * Rows (clients, projects) read from PostgreSQL and kept `ttl` ms. Refresh-ahead: a cached row
  * past half its TTL is read again in the background while the cached one still answers, so a
@@ -165,6 +161,8 @@ class RowCache<T extends object> {
   private readonly fresh: LRUCache<string, { row: T | null }>;
   private readonly lastKnown = new LRUCache<string, { row: T | null }>({ max: 10_000 });
   private readonly loading = new Map<string, Promise<T | null>>();
+  /** Bumped by forget: a read that started before it must not store the row it got. */
+  private generation = 0;
 
   constructor(private readonly read: (id: string) => Promise<T | null>, private readonly ttl: number) {
     this.fresh = new LRUCache({ max: 10_000, ttl });
@@ -188,20 +186,35 @@ class RowCache<T extends object> {
   }
 
   forget(id: string): void {
+    this.generation++;
     this.fresh.delete(id);
     this.lastKnown.delete(id);
+    this.loading.delete(id);
+  }
+
+  forgetAll(): void {
+    this.generation++;
+    this.fresh.clear();
+    this.lastKnown.clear();
+    this.loading.clear();
   }
 
   private load(id: string): Promise<T | null> {
     let pending = this.loading.get(id);
     if (!pending) {
-      pending = this.read(id)
+      const generation = this.generation;
+      const read: Promise<T | null> = this.read(id)
         .then((row) => {
-          this.fresh.set(id, { row });
-          this.lastKnown.set(id, { row });
+          if (generation === this.generation) {
+            this.fresh.set(id, { row });
+            this.lastKnown.set(id, { row });
+          }
           return row;
         })
-        .finally(() => this.loading.delete(id));
+        .finally(() => {
+          if (this.loading.get(id) === read) this.loading.delete(id);
+        });
+      pending = read;
       this.loading.set(id, pending);
     }
     return pending;

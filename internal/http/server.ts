@@ -41,6 +41,18 @@ export const INGEST_CORS_HEADERS = {
   'Access-Control-Max-Age': '86400',
 };
 
+/**
+ * Insights and export: any origin (every request needs a client secret, so no origin list
+ * applies), so a dashboard in a browser can call them and read the rate-limit headers.
+ */
+export const READ_CORS_HEADERS = {
+  'Access-Control-Allow-Origin': '*',
+  'Access-Control-Allow-Methods': 'GET, OPTIONS',
+  'Access-Control-Allow-Headers': 'service-client-id, service-client-secret, openpanel-client-id, openpanel-client-secret, content-type, x-request-id',
+  'Access-Control-Max-Age': '86400',
+};
+const READ_EXPOSE_HEADERS = 'X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, x-request-id';
+
 export class HttpServer {
   private app: UWS.TemplatedApp | null = null;
   private listenSocket: UWS.us_listen_socket | null = null;
@@ -134,10 +146,11 @@ export class HttpServer {
       return ex.fail(Object.assign(new ServiceUnavailableError('server is over capacity; retry with backoff'), { headers: { 'Retry-After': '1' } }));
     }
     const router = this.opts.router;
-    if (ex.method === 'OPTIONS' && router.corsPath(ex.path)) {
-      ex.family = 'ingest';
+    const preflight = ex.method === 'OPTIONS' ? router.preflightOf(ex.path) : null;
+    if (preflight) {
+      ex.family = preflight;
       ex.routeName = 'preflight';
-      return ex.send({ status: 204, headers: INGEST_CORS_HEADERS });
+      return ex.send({ status: 204, headers: preflight === 'ingest' ? INGEST_CORS_HEADERS : READ_CORS_HEADERS });
     }
     let match: ReturnType<Router['match']>;
     try {
@@ -344,6 +357,9 @@ class Exchange {
     if (this.family === 'ingest' && origin) {
       res.writeHeader('Access-Control-Allow-Origin', origin);
       res.writeHeader('Vary', 'Origin');
+    } else if (this.family === 'read' && this.routeName !== 'preflight' && this.routeName !== 'unmatched') {
+      res.writeHeader('Access-Control-Allow-Origin', '*');
+      res.writeHeader('Access-Control-Expose-Headers', READ_EXPOSE_HEADERS);
     }
     if (r.headers) for (const k in r.headers) res.writeHeader(k, r.headers[k]!);
   }
