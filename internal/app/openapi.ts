@@ -170,11 +170,24 @@ export function openApiDocument(extraPaths: Record<string, unknown> = {}): Recor
       ...ingestPreflight,
     },
     '/insights/{projectId}/metrics': insights('Totals and a series per bucket', periodParamsSchema, MetricsResponse),
+    '/projects': {
+      get: {
+        summary: 'Projects this client may read: its own (read client) or every project (root client)', tags: ['insights'],
+        security: readSecurity,
+        responses: {
+          200: { description: 'OK', content: json(z.array(z.object({ id: z.string(), name: z.string(), timezone: z.string().describe('IANA time zone of insights periods') }))) },
+          ...readErrors,
+        },
+      },
+    },
     '/insights/{projectId}/live': {
       get: {
-        summary: 'Visitors with an event in the last 5 minutes', tags: ['insights'], security: readSecurity,
+        summary: 'Visitors with an event in the last 5 minutes; also a WebSocket (docs/api.md "Live push")', tags: ['insights'], security: readSecurity,
         parameters: [projectParam],
-        responses: { 200: { description: 'OK', content: json(z.object({ visitors: z.number() })) }, ...readErrors },
+        responses: {
+          101: { description: 'WebSocket upgrade: {"visitors": N} at once after authentication, then on every change' },
+          200: { description: 'OK', content: json(z.object({ visitors: z.number() })) }, ...readErrors,
+        },
       },
       ...readPreflight,
     },

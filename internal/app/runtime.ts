@@ -27,8 +27,10 @@ import { opsRoutes, type Probe } from './ops-routes';
 import { readRoutes } from './read-routes';
 import { exportRoutes } from '../export/routes';
 import { openApiDocument } from './openapi';
-import { DASHBOARD_HTML } from './dashboard';
+import { DashboardPage } from '../dashboard/bundle';
 import { ApiThreads } from './threads';
+import { livePush, type LivePush } from './live-routes';
+import type { SocketRoute } from '../http/types';
 
 export interface Roles {
   api: boolean;
@@ -143,6 +145,8 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
   let jobs: JobRunner | null = null;
   let enricher: Awaited<ReturnType<typeof createEnricher>> | null = null;
   let threads: ApiThreads | null = null;
+  let live: LivePush | null = null;
+  const socketRoutes: SocketRoute[] = [];
   let projectWatch: ProjectChangeWatch | null = null;
 
   const router = new Router();
@@ -205,15 +209,22 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
     })) router.add(r);
     const readDeps = { db, redis, keys, auth, gate, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX };
     for (const r of readRoutes(readDeps)) router.add(r);
+    live = livePush({ redis, redisUrl: cfg.REDIS_URL, keys, auth, gate, log, metrics, maxSockets: cfg.LIVE_MAX_SOCKETS });
+    socketRoutes.push(live.route);
     for (const r of exportRoutes(readDeps, { streaming: true })) router.add(r);
     const openapi = JSON.stringify(openApiDocument());
     router.add({
       method: 'GET', pattern: '/openapi.json', family: 'ops',
       handler: async () => ({ status: 200, raw: { contentType: 'application/json', data: openapi } }),
     });
+    const dashboard = new DashboardPage();
     router.add({
       method: 'GET', pattern: '/dashboard', family: 'ops',
-      handler: async () => ({ status: 200, raw: { contentType: 'text/html; charset=utf-8', data: DASHBOARD_HTML } }),
+      handler: async () => ({
+        status: 200,
+        headers: { 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'no-referrer' },
+        raw: { contentType: 'text/html; charset=utf-8', data: await dashboard.html() },
+      }),
     });
   }
 
@@ -225,6 +236,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
     router,
     port,
     maxInFlight: cfg.MAX_IN_FLIGHT,
+    sockets: socketRoutes,
     onResponse: ({ route, method, status, seconds, requestId }) => {
       metrics.httpRequests.inc({ route, method, status: String(status) });
       threadRequests.inc();
@@ -238,6 +250,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
     (drained ??= (async () => {
       draining = true;
       log.info('draining');
+      live?.close(); // live sockets get 1001 and reconnect elsewhere
       await Promise.all([server?.drain(), threads?.drain()]);
       projectWatch?.close();
       await batcher?.flushAll();

@@ -22,7 +22,7 @@ export interface AuthOptions {
   cacheTtlMs?: number;
 }
 
-export function credentialsOf(req: HttpRequest): { clientId: string | undefined; secret: string | undefined } {
+export function credentialsOf(req: Pick<HttpRequest, 'headers'>): { clientId: string | undefined; secret: string | undefined } {
   const h = req.headers;
   return {
     clientId: (h['service-client-id'] ?? h['openpanel-client-id'])?.trim() || undefined,
@@ -132,6 +132,11 @@ export class Authenticator {
   async forRead(req: HttpRequest, projectId?: string): Promise<AuthedClient> {
     const { clientId, secret } = credentialsOf(req);
     if (!clientId || !secret) throw new UnauthorizedError('missing client credentials (service-client-id and service-client-secret headers)');
+    return this.forReadCredentials(clientId, secret, projectId);
+  }
+
+  /** `forRead` with the credentials given apart from headers (a live socket's first message). */
+  async forReadCredentials(clientId: string, secret: string, projectId?: string): Promise<AuthedClient> {
     const row = await this.verified(clientId, secret);
     if (row.mode === 'write') throw new ForbiddenError('a write client cannot read; use a read or root client');
     if (projectId !== undefined && row.mode === 'read' && row.projectId !== projectId) {

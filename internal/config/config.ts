@@ -45,6 +45,8 @@ const EnvSchema = z.object({
   TIDEMARK_EXACT_VISITORS_MAX: intFrom(DEFAULT_EXACT_VISITORS_MAX, 0),
   /** Requests in flight per API thread before new ones are shed with 503. */
   MAX_IN_FLIGHT: intFrom(10000, 1),
+  /** Live-push WebSockets (/insights/{projectId}/live) one API thread holds; more are closed with 1013. */
+  LIVE_MAX_SOCKETS: intFrom(20000, 1),
   /**
    * API threads per process, each a uWebSockets.js app on the same port (the kernel spreads
    * connections, SO_REUSEPORT) with its own NATS, Redis and PostgreSQL clients. 1: the API

@@ -7,7 +7,8 @@ import { loadNativeUws, type UWS } from './uws';
 import { Router } from './router';
 import { errorResponse } from './respond';
 import { BadRequestError, HttpError, PayloadTooLargeError, ServiceUnavailableError } from './errors';
-import type { HttpRequest, HttpResponse, RouteFamily } from './types';
+import type { HttpRequest, HttpResponse, RouteFamily, SocketRoute } from './types';
+import { attachSocketRoute, OpenSockets } from './websocket';
 
 export interface ServerOptions {
   router: Router;
@@ -19,6 +20,8 @@ export interface ServerOptions {
   /** Called once per answered request. */
   onResponse?: (info: { route: string; method: string; status: number; seconds: number; requestId: string }) => void;
   onError?: (err: unknown, req: { method: string; path: string; requestId: string }) => void;
+  /** WebSocket routes (internal/http/websocket.ts); a plain GET on their path goes to the router. */
+  sockets?: SocketRoute[];
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -57,6 +60,7 @@ export class HttpServer {
   private draining = false;
   private idleWaiters: (() => void)[] = [];
   private uws = loadNativeUws();
+  private readonly openSockets = new OpenSockets();
   /** Request ids: a random per-process prefix and a counter (unique, and cheap on the hot path). */
   private readonly idPrefix = `${randomBytes(4).toString('hex')}-`;
   private requestCounter = 0;
@@ -68,8 +72,20 @@ export class HttpServer {
     return this.draining;
   }
 
+  /** WebSocket connections open now. */
+  get openSocketCount(): number {
+    return this.openSockets.size;
+  }
+
   async listen(): Promise<number> {
     const app = this.uws.App();
+    for (const route of this.opts.sockets ?? []) {
+      attachSocketRoute(this.uws, app, route, this.openSockets, {
+        isDraining: () => this.draining,
+        nextRequestId: () => this.nextRequestId(),
+        onError: (err, where) => this.opts.onError?.(err, { method: 'GET', ...where }),
+      });
+    }
     app.any('/*', (res, req) => this.onRequest(res, req));
     this.app = app;
     return new Promise((resolve, reject) => {
@@ -99,6 +115,7 @@ export class HttpServer {
    * drain): a uWS loop with open sockets would keep an API worker thread alive.
    */
   close(): void {
+    this.openSockets.closeAll(1001, 'server shutting down; reconnect');
     if (this.listenSocket) this.uws.us_listen_socket_close(this.listenSocket);
     this.listenSocket = null;
     // Not in the bundled typings, present in the binary.
