@@ -53,9 +53,9 @@ describe('queuedOpProblem', () => {
     assert.equal(queuedOpProblem({ ...base, kind: 'assign_group', profileId: 'u', groupIds: ['a', 'b'] }), null);
   });
 
-  it('a device override or any other string field of a track op is held to the same limit', () => {
-    const op = { ...track(), os: 'o'.repeat(1025) } as QueuedTrack;
-    assert.deepEqual(queuedOpProblem(op)?.path, ['payload', 'properties', '__os']);
+  it('device overrides (__os ... __model) are held to the same limit', () => {
+    assert.deepEqual(queuedOpProblem(track({ deviceOverrides: { os_version: 'o'.repeat(1025) } }))?.path, ['payload', 'properties', '__osVersion']);
+    assert.equal(queuedOpProblem(track({ deviceOverrides: { os: 'iOS', model: 'iPhone' } })), null);
   });
 });
 

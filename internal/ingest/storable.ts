@@ -18,7 +18,8 @@
 //   1000 characters (with its exponent of at most 3 digits: under 2000 digits), so sums and
 //   increments never overflow.
 import { parsePageUrl } from '../enrich/url';
-import type { EventRecord, QueuedOp } from '../model/event';
+import type { DeviceOverrides, EventRecord, QueuedOp } from '../model/event';
+import { DEVICE_OVERRIDE_KEYS } from './device-overrides';
 
 export const NAME_MAX_BYTES = 512;
 export const KEY_TEXT_MAX_BYTES = 1024;
@@ -170,7 +171,7 @@ export function queuedOpProblem(op: QueuedOp, base: readonly string[] = PAYLOAD)
         ?? (op.url === null ? null : pageUrlProblem(op.url, props))
         ?? (op.title === null ? null : textProblem(op.title, K, '__title', props, '__title'))
         ?? (op.referrer === null ? null : textProblem(op.referrer, K, '__referrer', props, '__referrer'))
-        ?? extraTextProblem(op as unknown as Record<string, unknown>, props)
+        ?? overridesProblem(op.deviceOverrides, props)
         ?? propertiesProblem(op.properties, props);
     }
     case 'identify':
@@ -194,13 +195,17 @@ export function queuedOpProblem(op: QueuedOp, base: readonly string[] = PAYLOAD)
 
 const PROPERTIES: readonly string[] = ['properties'];
 
-/** Fields of a track op this module does not name (e.g. device overrides): stored text, so the same limits. */
-const KNOWN_TRACK_FIELDS = new Set(['kind', 'id', 'projectId', 'deviceId', 'receivedAt', 'name', 'profileId', 'createdAt', 'properties', 'groups', 'url', 'title', 'referrer', 'ip', 'userAgent']);
-function extraTextProblem(op: Record<string, unknown>, props: readonly string[]): StorableProblem | null {
-  for (const k in op) {
-    const v = op[k];
-    if (typeof v !== 'string' || KNOWN_TRACK_FIELDS.has(k)) continue;
-    const p = textProblem(v, KEY_TEXT_MAX_BYTES, k, props, `__${k}`);
+/** The property key a device override came from (`os` -> `__os`), for the issue path. */
+const OVERRIDE_KEY_OF: Record<string, string> = Object.fromEntries(Object.entries(DEVICE_OVERRIDE_KEYS).map(([key, field]) => [field, key]));
+
+/** Device overrides (`__os` ... `__model`) become device columns: the same limit as any key text. */
+function overridesProblem(overrides: DeviceOverrides | undefined, props: readonly string[]): StorableProblem | null {
+  if (!overrides) return null;
+  for (const field in overrides) {
+    const v = overrides[field as keyof DeviceOverrides];
+    if (typeof v !== 'string') continue;
+    const key = OVERRIDE_KEY_OF[field] ?? `__${field}`;
+    const p = textProblem(v, KEY_TEXT_MAX_BYTES, key, props, key);
     if (p) return p;
   }
   return null;

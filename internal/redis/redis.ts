@@ -12,7 +12,11 @@ export function redisKeys(ns: string) {
     /** Sequence of rate-log members (unique across API processes). */
     rateSeq: `${ns}:rl:seq`,
     revoked: `${ns}:revoked-clients`,
+    /** Pub/sub channel: a project row changed (cli project update); every API process drops its cached copy. */
+    projectChanges: `${ns}:project-changes`,
     live: (projectId: string) => `${ns}:live:${projectId}`,
+    /** Pub/sub channel told when a project's live count may have changed (the ingest gate script builds it as the live key + ':changed'). */
+    liveChanged: (projectId: string) => `${ns}:live:${projectId}:changed`,
     seen: (deviceId: string) => `${ns}:seen:${deviceId}`,
     salts: `${ns}:salts`,
     shardOwner: (shard: number) => `${ns}:shard-owner:${shard}`,
