@@ -21,9 +21,13 @@ const EnvSchema = z.object({
   DATABASE_POOL_MAX: intFrom(20, 1),
   GEOIP_CITY_PATH: z.string().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  /** Micro-batching of ingest publishes: flush at this many ops or after this many ms. */
+  /**
+   * Micro-batching of ingest publishes: an op for an idle subject is published at once; ops
+   * that arrive while a publish of their subject is in flight share the next message, of at
+   * most INGEST_BATCH_MAX ops. INGEST_BATCH_MS > 0 adds a fixed wait on the idle path.
+   */
   INGEST_BATCH_MAX: intFrom(256, 1),
-  INGEST_BATCH_MS: z.coerce.number().min(0).default(1),
+  INGEST_BATCH_MS: z.coerce.number().min(0).default(0),
   /** How long the API waits for a JetStream ack before answering 503. */
   INGEST_PUBLISH_TIMEOUT_MS: intFrom(5000, 100),
   /** Max ops a worker commits in one transaction. */
