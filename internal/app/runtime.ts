@@ -136,6 +136,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
   let jobs: JobRunner | null = null;
   let enricher: Awaited<ReturnType<typeof createEnricher>> | null = null;
   let threads: ApiThreads | null = null;
+  let gate: Gate | null = null;
 
   const router = new Router();
   const renderMetrics = thread?.renderMetrics ?? (async () => (threads ? threads.render() : metrics.registry.metrics()));
@@ -183,7 +184,9 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
       },
     });
     const auth = new Authenticator(db);
-    const gate = new Gate(redis, keys);
+    gate = new Gate(redis, keys, { onAsyncError: () => metrics.degraded.inc({ dependency: 'redis' }) });
+    // Ingest answers without waiting for Redis once the revocation mirror is loaded.
+    await gate.start();
     for (const r of ingestRoutes({
       auth, gate, salts, batcher, shards: cfg.TIDEMARK_SHARDS,
       subjectFor: (p, s) => bus.subjectFor(p, s),
@@ -193,7 +196,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
       },
       onRateLimited: (scope) => metrics.rateLimited.inc({ scope }),
     })) router.add(r);
-    const readDeps = { db, redis, keys, auth, gate, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX };
+    const readDeps = { db, redis, keys, auth, gate: gate!, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX };
     for (const r of readRoutes(readDeps)) router.add(r);
     for (const r of exportRoutes(readDeps, { streaming: true })) router.add(r);
     const openapi = JSON.stringify(openApiDocument());
@@ -230,6 +233,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
       log.info('draining');
       await Promise.all([server?.drain(), threads?.drain()]);
       await batcher?.flushAll();
+      gate?.close();
       await shardManager?.close();
       await jobs?.close();
       enricher?.close();

@@ -141,16 +141,20 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     }
     // Live visitors: recent, non-bot events only (a backfilled event is not live).
     const live = planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !isBotUa(userAgent) ? planned.eventMs : null;
-    let gate: GateResult;
-    try {
-      gate = await deps.gate.ingest({
-        clientId: client.id, ratePerSecond: client.ingestRate, projectId, deviceId, previousDeviceId,
-        markSeen: window.markSeen && !planned.deviceOverride,
-        profileId: planned.profileId ?? '', liveAtMs: live, nowMs: receivedMs,
-      });
-    } catch (err) {
-      deps.onDegraded?.('redis', err);
-      gate = { outcome: 'ok', rate: null, deviceId };
+    // Usually decided at once (local revocation mirror and token bucket); a promise only when
+    // Redis must answer first (see internal/ratelimit/gate.ts).
+    let gate: GateResult | Promise<GateResult> = deps.gate.ingest({
+      clientId: client.id, ratePerSecond: client.ingestRate, projectId, deviceId, previousDeviceId,
+      markSeen: window.markSeen && !planned.deviceOverride,
+      profileId: planned.profileId ?? '', liveAtMs: live, nowMs: receivedMs,
+    });
+    if (gate instanceof Promise) {
+      try {
+        gate = await gate;
+      } catch (err) {
+        deps.onDegraded?.('redis', err);
+        gate = { outcome: 'ok', rate: null, deviceId };
+      }
     }
     if (gate.outcome === 'revoked') throw new UnauthorizedError('invalid client credentials');
     if (gate.outcome === 'limited') {

@@ -12,6 +12,8 @@ export function redisKeys(ns: string) {
     /** Sequence of rate-log members (unique across API processes). */
     rateSeq: `${ns}:rl:seq`,
     revoked: `${ns}:revoked-clients`,
+    /** Channel on which the CLI announces a revoked client id (API processes mirror the set). */
+    revocations: `${ns}:revocations`,
     live: (projectId: string) => `${ns}:live:${projectId}`,
     seen: (deviceId: string) => `${ns}:seen:${deviceId}`,
     salts: `${ns}:salts`,
