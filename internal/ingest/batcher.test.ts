@@ -63,7 +63,7 @@ test('an op for an idle subject is published at once, with no timer; ops that ar
   assert.equal(m.calls.length, 2);
   assert.equal(m.calls[1]!.subject, 't');
   await tick();
-  assert.equal(m.calls.length, 2, 'nothing more is published while the first is in flight');
+  assert.equal(m.calls.length, 2, 'nothing more is published while the first is in flight (within the wait cap)');
   m.calls[0]!.ack();
   await first;
   await tick();
@@ -85,13 +85,11 @@ test('the size cap still applies while a publish is in flight; a failed publish 
   m.calls[0]!.fail(new Error('nats down'));
   await assert.rejects(first);
   await tick();
-  assert.equal(m.calls.length, 2, 'still one publish in flight for the subject');
+  assert.equal(m.calls.length, 3, 'the failed publish settled: the fourth goes');
+  assert.deepEqual(m.calls[2]!.ops.map((o) => o.id), ['id-4']);
   m.calls[1]!.ack();
-  await Promise.all(gathered);
-  await tick();
-  assert.equal(m.calls.length, 3);
   m.calls[2]!.ack();
-  await fourth;
+  await Promise.all([...gathered, fourth]);
 });
 
 test('an op alone in its message uses the message id it was given; a shared message gets a random one', async () => {
@@ -119,4 +117,20 @@ test('flushAll waits for the ops gathered behind a publish in flight too (drain)
   await b.flushAll();
   assert.equal(published, 3);
   await Promise.all(all);
+});
+
+test('ops gathered behind a publish that does not settle go after maxWaitBehindMs, so each times out on its own clock', async () => {
+  const m = manualPublish();
+  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: 20, publish: m.publish });
+  const stuck = b.add('s', op(1));
+  const behind = b.add('s', op(2));
+  await tick();
+  assert.equal(m.calls.length, 1);
+  await new Promise((r) => setTimeout(r, 40));
+  assert.equal(m.calls.length, 2, 'published although the first is still in flight');
+  assert.deepEqual(m.calls[1]!.ops.map((o) => o.id), ['id-2']);
+  m.calls[1]!.fail(new Error('timeout'));
+  await assert.rejects(behind);
+  m.calls[0]!.ack();
+  await stuck;
 });

@@ -1,10 +1,13 @@
 // Many requests share one JetStream round trip, without a timer on the idle path: an op for
 // a subject with no publish in flight is published at once (alone); while a publish is in
 // flight, the ops that arrive for its subject gather into the next message, which is
-// published the moment the one in flight settles (or at once when it reaches `maxOps` or
-// `maxBytes`). So a lone producer pays one JetStream round trip, and under load each
-// subject's messages grow with the ack latency. Every request of a message is answered when
-// that message's publish is acked.
+// published the moment a publish of the subject settles (or at once when it reaches `maxOps`
+// or `maxBytes`). So a lone producer pays one JetStream round trip, and under load each
+// subject's messages grow with the ack latency. Gathered ops wait behind a publish in flight
+// for `maxWaitBehindMs` at most (a healthy ack takes well under a millisecond on one host):
+// when NATS stalls, each request still gets its answer (503) one publish timeout after it
+// arrived, not after every publish queued before it. Every request of a message is answered
+// when that message's publish is acked.
 import { randomUUID } from 'node:crypto';
 import { deflateRaw, inflateRawSync } from 'node:zlib';
 import { promisify } from 'node:util';
@@ -22,6 +25,8 @@ export interface BatcherOptions {
   maxDelayMs: number;
   /** Keep a message under the server's max payload. */
   maxBytes: number;
+  /** Longest wait of gathered ops behind a publish in flight (default 5 ms). */
+  maxWaitBehindMs?: number;
   onFlush?: (ops: number, bytes: number, seconds: number, ok: boolean) => void;
 }
 
@@ -49,6 +54,7 @@ function newPending(bytes: number, loneMsgId: string | undefined): Pending {
 
 export class OpTooLargeError extends Error {}
 
+const DEFAULT_WAIT_BEHIND_MS = 5;
 const HEAD = '{"v":1,"ops":[';
 const TAIL = ']}';
 
@@ -87,7 +93,7 @@ export class Batcher {
     else if (!this.busy.get(subject)) {
       if (this.opts.maxDelayMs <= 0) this.flush(subject);
       else entry.timer ??= setTimeout(() => this.flush(subject), this.opts.maxDelayMs);
-    }
+    } else entry.timer ??= setTimeout(() => this.flush(subject), this.opts.maxWaitBehindMs ?? DEFAULT_WAIT_BEHIND_MS);
     return done;
   }
 
@@ -125,7 +131,7 @@ export class Batcher {
     const n = (this.busy.get(subject) ?? 1) - 1;
     if (n > 0) this.busy.set(subject, n);
     else this.busy.delete(subject);
-    if (n <= 0 && this.pending.has(subject)) this.flush(subject);
+    if (this.pending.has(subject)) this.flush(subject);
   }
 
   private async publishLarge(subject: string, json: string, msgId: string | undefined): Promise<void> {
