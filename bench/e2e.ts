@@ -51,7 +51,7 @@ export function e2eOptions(argv: string[]): E2eOptions {
       'start-rate': { type: 'string' },
       factor: { type: 'string' },
       'max-steps': { type: 'string' },
-      connections: { type: 'string', default: '64' },
+      connections: { type: 'string', default: '128' },
       'wrk-connections': { type: 'string', default: '100' },
       'no-write': { type: 'boolean', default: false },
     },

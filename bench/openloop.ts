@@ -1,9 +1,11 @@
 // A small open-loop HTTP/1.1 load generator for the end-to-end benchmark (bench/e2e.ts):
-// requests are sent on a fixed schedule (`rate` per second) whether or not earlier ones were
-// answered, over `connections` keep-alive sockets (pipelined when a socket is busy), and each
+// requests are due on a fixed schedule (`rate` per second) whether or not earlier ones were
+// answered; each goes out on an idle one of `connections` keep-alive sockets (one request in
+// flight per socket: uWebSockets.js closes a connection that pipelines a request behind an
+// unanswered asynchronous one), waiting in a queue here when every socket is busy. Each
 // latency is measured from the request's scheduled time, so a server that falls behind shows
-// it in its latencies (no coordinated omission). Also a closed-loop sequential mode (one
-// request at a time on one socket) for producer latency.
+// it in its latencies, queueing included (no coordinated omission). Also a closed-loop
+// sequential mode (one request at a time on one socket) for producer latency.
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 
@@ -82,53 +84,63 @@ export async function openLoop(o: OpenLoopOptions): Promise<LoadResult> {
       r.okTimes.push(now);
     } else r.non2xx++;
   };
+  /** Due requests waiting for an idle socket: [scheduled time, request index]. */
+  const queue: [number, number][] = [];
+  let queueHead = 0;
+  const idle: Conn[] = [];
+  const sendOn = (c: Conn) => {
+    if (queueHead >= queue.length) {
+      idle.push(c);
+      return;
+    }
+    const [scheduled, n] = queue[queueHead++]!;
+    if (queueHead > 4096 && queueHead * 2 > queue.length) {
+      queue.splice(0, queueHead);
+      queueHead = 0;
+    }
+    c.inFlight.push(scheduled);
+    c.sock.write(o.requests[n % o.requests.length]!);
+  };
   for (let i = 0; i < o.connections; i++) {
     const sock = await connect(o.port);
     const c: Conn = { sock, buf: Buffer.alloc(0), inFlight: [], dead: false };
     sock.on('data', (d: Buffer) => {
       c.buf = c.buf.length ? Buffer.concat([c.buf, d]) : d;
       parseResponses(c, onAnswer);
+      if (!c.inFlight.length && !c.dead) sendOn(c);
     });
     const die = () => {
       if (c.dead) return;
       c.dead = true;
       r.errors += c.inFlight.length;
       c.inFlight = [];
+      const at = idle.indexOf(c);
+      if (at !== -1) idle.splice(at, 1);
     };
     sock.on('error', die);
     sock.on('close', die);
     conns.push(c);
+    idle.push(c);
   }
   const total = Math.round(o.rate * o.seconds);
   const intervalMs = 1000 / o.rate;
   r.startedAt = performance.now();
   o.onStart?.(r);
   let next = 0;
-  let rr = 0;
   await new Promise<void>((resolve) => {
     const tick = () => {
       const now = performance.now();
       const due = Math.min(total, Math.floor((now - r.startedAt) / intervalMs) + 1);
-      for (const c of conns) c.sock.cork();
       while (next < due) {
-        const scheduled = r.startedAt + next * intervalMs;
-        // The least busy of a few sockets: a slow answer does not hold up those behind it.
-        let best: Conn | null = null;
-        for (let k = 0; k < Math.min(4, conns.length); k++) {
-          const c = conns[(rr + k) % conns.length]!;
-          if (!c.dead && (!best || c.inFlight.length < best.inFlight.length)) best = c;
-        }
-        rr = (rr + 1) % conns.length;
-        if (!best) {
-          r.errors++;
-        } else {
-          best.inFlight.push(scheduled);
-          best.sock.write(o.requests[next % o.requests.length]!);
-        }
+        queue.push([r.startedAt + next * intervalMs, next]);
         next++;
         r.sent++;
       }
-      for (const c of conns) c.sock.uncork();
+      while (idle.length && queueHead < queue.length) sendOn(idle.pop()!);
+      if (!conns.some((c) => !c.dead)) {
+        r.errors += queue.length - queueHead;
+        queueHead = queue.length;
+      }
       if (next >= total) {
         r.stoppedAt = performance.now();
         return resolve();
@@ -137,7 +149,7 @@ export async function openLoop(o: OpenLoopOptions): Promise<LoadResult> {
     };
     tick();
   });
-  const deadline = performance.now() + (o.endTimeoutMs ?? 10_000);
+  const deadline = performance.now() + (o.endTimeoutMs ?? 15_000);
   while (r.ok + r.non2xx + r.errors < r.sent && performance.now() < deadline) await new Promise((res) => setTimeout(res, 5));
   r.unanswered = r.sent - (r.ok + r.non2xx + r.errors);
   for (const c of conns) c.sock.destroy();
