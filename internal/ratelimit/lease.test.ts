@@ -86,11 +86,13 @@ async function simulate(o: { threads: number; limit: number; perMsPerThread: num
   return { admitted, refused, sync, leases: redis.leases };
 }
 
-test('grant size: a twentieth of the limit, at least one', () => {
+test('grant size: a twentieth of the limit, at least one, at most 100', () => {
   assert.equal(grantSize(1), 1);
   assert.equal(grantSize(20), 1);
   assert.equal(grantSize(21), 2);
   assert.equal(grantSize(1000), 50);
+  assert.equal(grantSize(2000), 100);
+  assert.equal(grantSize(1_000_000), 100);
 });
 
 for (const threads of [1, 2, 4]) {

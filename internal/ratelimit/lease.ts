@@ -10,10 +10,10 @@
 // reserved, so the log still holds at most `limit` slots reserved within any window; a
 // request is admitted either from a slot reserved in its window or from one reserved
 // before the window began and unspent then. A thread holds at most two grants of a client
-// (the one it spends and the one it prefetched), each of at most grantSize(limit) slots, so
-// across N API threads a client gets at most limit + 2 * N * grantSize(limit) requests in any
-// window-long span (about limit x (1 + N / 10)); the excess does not accumulate over longer
-// spans. A grant expires one window after it was asked for: its slots have left the log by
+// (the one it spends and the one it prefetched), each of at most grantSize(limit) slots
+// (limit / 20, at most 100), so across N API threads a client gets at most
+// limit + 2 * N * grantSize(limit) requests in any window-long span (at most about
+// limit x (1 + N / 10)); the excess does not accumulate over longer spans. A grant expires one window after it was asked for: its slots have left the log by
 // then, and a thread never spends a slot that Redis no longer counts.
 
 /** The sliding window of ingest rate limits (per second). */
@@ -21,9 +21,15 @@ export const RATE_WINDOW_MS = 1000;
 /** A refusal is remembered this long at most before Redis is asked again. */
 const REFUSAL_MEMORY_MS = 100;
 
-/** Slots one lease asks for: a twentieth of the limit (at least one). */
+/**
+ * Most slots one lease asks for: a grant is logged slot by slot (each a member of the
+ * client's sorted set), so a large limit leases more often rather than in huge grants.
+ */
+export const GRANT_MAX = 100;
+
+/** Slots one lease asks for: a twentieth of the limit, at least one, at most GRANT_MAX. */
 export function grantSize(limit: number): number {
-  return Math.max(1, Math.ceil(limit / 20));
+  return Math.min(GRANT_MAX, Math.max(1, Math.ceil(limit / 20)));
 }
 
 /** Redis' answer to one lease. */
