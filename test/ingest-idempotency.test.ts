@@ -133,6 +133,11 @@ test('NATS stopped (SIGSTOP) for 7 s: 503s for events NATS stores later; retried
     const stored = await storedPerKey(env, 'retried');
     const twice = keys.filter((k) => (stored.get(k) ?? 0) !== 1);
     assert.deepEqual(twice.map((k) => [k, stored.get(k)]), [], 'every key stored exactly once');
+    // And counted once: the sessions' counters agree with the events (warm-up included).
+    const c = await env.db.query(`SELECT (SELECT coalesce(sum(event_count), 0)::int FROM sessions) AS counted,
+      (SELECT count(*)::int FROM events WHERE name NOT IN ('session_start', 'session_end')) AS events`);
+    assert.equal(c.rows[0].counted, keys.length + 1, `sessions count ${c.rows[0].counted} events for ${keys.length + 1} sent`);
+    assert.equal(c.rows[0].events, keys.length + 1);
   } finally {
     await Promise.all(children.map((c) => stopChild(c.child, 'SIGTERM', 10_000)));
     await env.teardown().catch(() => {});
