@@ -1,6 +1,8 @@
 // One extra thread (see threads.ts): an API thread (API_THREADS > 1) runs the API role on the
 // main thread's port; npm start's worker thread runs the worker role without a server. Both
 // answer the main thread's drain and metrics requests.
+import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { start } from './runtime';
 import type { FromThread, ThreadData, ToThread } from './threads';
@@ -8,6 +10,17 @@ import type { FromThread, ThreadData, ToThread } from './threads';
 const port = parentPort;
 if (!port) throw new Error('api-thread.ts runs only as a worker thread');
 const { cfg, index, role = 'api' } = workerData as ThreadData;
+
+// npm start's worker thread yields the CPU to the threads that answer producers when the
+// cores are contended (Linux: a thread's own nice value; elsewhere nothing happens).
+if (role === 'worker' && cfg.WORKER_THREAD_NICE > 0) {
+  try {
+    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    if (tid > 0) setPriority(tid, cfg.WORKER_THREAD_NICE);
+  } catch {
+    // not Linux, or not permitted: the thread keeps the process's priority
+  }
+}
 const send = (m: FromThread) => port.postMessage(m);
 
 let nextId = 1;
