@@ -48,10 +48,11 @@ const EnvSchema = z.object({
    */
   API_THREADS: z.coerce.number().int().min(1).max(64).default(1),
   /**
-   * npm start only: the nice value of the worker thread (Linux), so that under CPU contention
-   * the thread answering producers runs first. 0 leaves it at the process's priority.
+   * npm start only: the nice value of the worker thread (Linux). Above 0, under CPU
+   * contention the thread answering producers runs first, and the worker falls behind
+   * instead (lag grows; the producers feel no back-pressure). 0: the same priority.
    */
-  WORKER_THREAD_NICE: z.coerce.number().int().min(0).max(19).default(5),
+  WORKER_THREAD_NICE: z.coerce.number().int().min(0).max(19).default(0),
   /** Days of raw events/sessions to keep; 0 keeps everything. */
   RETENTION_DAYS: intFrom(0, 0),
   /** JetStream stream max age in hours (how long an unprocessed message is kept). */
