@@ -164,18 +164,34 @@ interface Cpu {
   redis: number;
   generator: number;
 }
-/** CPU seconds so far of each part (PostgreSQL: every postgres process alive now). */
-function cpuNow(tidemarkPid: number): Cpu {
+interface CpuSnapshot {
+  tidemark: number;
+  /** Ticks per PostgreSQL backend of the benchmark's database (the machine's PostgreSQL is shared). */
+  postgres: Map<number, number>;
+  nats: number;
+  redis: number;
+  generator: number;
+}
+
+async function cpuNow(tidemarkPid: number, env: TestEnv): Promise<CpuSnapshot> {
+  const backends = await env.db.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = current_database()');
   const sum = (pids: number[]) => pids.reduce((n, p) => n + ticks(p), 0);
-  const s = (t: number) => (t * TICK_US) / 1e6;
   return {
-    tidemark: s(ticks(tidemarkPid)), postgres: s(sum(pidsOf('postgres'))), nats: s(sum(pidsOf('nats-server'))),
-    redis: s(sum(pidsOf('redis-server'))), generator: s(ticks(process.pid)),
+    tidemark: ticks(tidemarkPid), postgres: new Map(backends.rows.map((r) => [r.pid, ticks(r.pid)])),
+    nats: sum(pidsOf('nats-server')), redis: sum(pidsOf('redis-server')), generator: ticks(process.pid),
   };
 }
-const cpuDelta = (a: Cpu, b: Cpu): Cpu => ({
-  tidemark: b.tidemark - a.tidemark, postgres: b.postgres - a.postgres, nats: b.nats - a.nats, redis: b.redis - a.redis, generator: b.generator - a.generator,
-});
+
+/** CPU seconds between two snapshots (PostgreSQL: the backends alive at both). */
+function cpuDelta(a: CpuSnapshot, b: CpuSnapshot): Cpu {
+  const s = (t: number) => (t * TICK_US) / 1e6;
+  let pg = 0;
+  for (const [pid, t] of b.postgres) {
+    const before = a.postgres.get(pid);
+    if (before !== undefined) pg += t - before;
+  }
+  return { tidemark: s(b.tidemark - a.tidemark), postgres: s(pg), nats: s(b.nats - a.nats), redis: s(b.redis - a.redis), generator: s(b.generator - a.generator) };
+}
 
 // ---- wrk, closed loop ----
 
@@ -316,7 +332,7 @@ async function step(env: TestEnv, port: number, pid: number, rate: number, o: E2
       if (sampling && holder.live) await sample();
     }
   })();
-  const before = cpuNow(pid);
+  const before = await cpuNow(pid, env);
   const r = await openLoop({ port, requests: rawRequests(creds), rate, seconds: o.seconds, connections: o.connections, onStart: (x) => (holder.live = x) });
   sampling = false;
   await sampler;
@@ -334,7 +350,7 @@ async function step(env: TestEnv, port: number, pid: number, rate: number, o: E2
     if (since > 20) break;
     await sleep(50);
   }
-  const cpu = cpuDelta(before, cpuNow(pid));
+  const cpu = cpuDelta(before, await cpuNow(pid, env));
   // Per-event lag, events matched in order: the k-th acknowledged event counts as readable at
   // the first sample that shows k events readable (exact if the workers wrote in ack order;
   // its mean is exact in any order). Resolution: the 100 ms sampling.
@@ -513,7 +529,7 @@ export function e2eMarkdown(r: E2eResult, command: string): string {
   L.push('');
   if (cap) {
     const per = (x: number) => (x > 0 ? f0(cap.accepted / x) : '–');
-    L.push(`Capacity model from the capacity step (${f0(cap.rate)}/s; events per CPU-second of each part, all sharing ${r.machine.nproc} cores): Tidemark process ${per(cap.cpu.tidemark)}, PostgreSQL ${per(cap.cpu.postgres)}, NATS ${per(cap.cpu.nats)}, Redis ${per(cap.cpu.redis)}. PostgreSQL CPU sums the postgres processes alive at the step's start and end (a backend that came and went in between is missed).`, '');
+    L.push(`Capacity model from the capacity step (${f0(cap.rate)}/s; events per CPU-second of each part, all sharing ${r.machine.nproc} cores): Tidemark process ${per(cap.cpu.tidemark)}, PostgreSQL ${per(cap.cpu.postgres)}, NATS ${per(cap.cpu.nats)}, Redis ${per(cap.cpu.redis)}. PostgreSQL: the backends connected to the benchmark's database at the step's start and end (WAL writer, checkpointer and other shared processes not counted); NATS and Redis: the whole servers, which other work on a shared machine may use too.`, '');
   }
   return L.join('\n');
 }
