@@ -61,7 +61,7 @@ export function e2eOptions(argv: string[]): E2eOptions {
   return {
     quick,
     seconds: Number(values.seconds ?? (quick ? 4 : 8)),
-    startRate: Number(values['start-rate'] ?? (quick ? 1000 : 500)),
+    startRate: Number(values['start-rate'] ?? 500),
     factor: Number(values.factor ?? (quick ? 1.6 : 1.4)),
     maxSteps: Number(values['max-steps'] ?? (quick ? 6 : 12)),
     connections: Number(values.connections),
