@@ -1,37 +1,28 @@
 // Validates everything under deploy/ without a cluster or a Docker engine:
-//   - every kustomize overlay in deploy/k8s/overlays: rendered by the built-in
-//     renderer (validation/kustomize.ts) and, when kubectl is on PATH, by
-//     `kubectl kustomize` too (both must agree), then checked against the
-//     Kubernetes schemas, for unknown fields, and against the deployment policy
-//     (validation/kube.ts);
+//   - every kustomize overlay in deploy/k8s/overlays: rendered by `kubectl kustomize`
+//     (kubectl with kustomize v4.1 or later: the overlays use `labels` and `patches`;
+//     .ci/run installs kubectl when it is missing), then checked against the Kubernetes
+//     schemas (kubernetes-models) and Tidemark's own rules (validation/kube.ts);
 //   - deploy/compose.yaml (validation/compose.ts);
 //   - deploy/Dockerfile and its ignore file (validation/dockerfile.ts).
 //
 //   npx tsx deploy/validate.ts                 validate all, exit 1 on any error
 //   npx tsx deploy/validate.ts --render prod   print an overlay's rendered YAML
-//   TIDEMARK_KUBECTL=off|auto|require          use of kubectl (default auto)
 
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { stringify } from 'yaml';
 import { validateCompose } from './validation/compose';
 import { validateDockerfile } from './validation/dockerfile';
-import { checkObjects, firstDifference } from './validation/kube';
-import { KustomizeError, objectId, parseYamlDocuments, renderKustomization, type KObject } from './validation/kustomize';
+import { checkObjects } from './validation/kube';
+import { parseYamlDocuments, type KObject } from './validation/objects';
 import { Findings, formatReport, type Report } from './validation/report';
 import { tidemarkConfigCheck } from './validation/tidemark-config';
 
 export const DEPLOY_DIR = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = path.dirname(DEPLOY_DIR);
 export const OVERLAYS_DIR = path.join(DEPLOY_DIR, 'k8s', 'overlays');
-
-export type KubectlMode = 'off' | 'auto' | 'require';
-
-export interface OverlayOptions {
-  kubectl?: KubectlMode;
-}
 
 function scripts(): Record<string, string> | undefined {
   try {
@@ -42,106 +33,66 @@ function scripts(): Record<string, string> | undefined {
   }
 }
 
-function kubectlMode(opt: KubectlMode | undefined): KubectlMode {
-  const env = process.env['TIDEMARK_KUBECTL'];
-  if (opt) return opt;
-  return env === 'off' || env === 'require' ? env : 'auto';
+export class RenderError extends Error {
+  override name = 'RenderError';
 }
 
-let kubectlInfo: { available: boolean; kustomize?: string } | undefined;
-function kubectl(): { available: boolean; kustomize?: string } {
-  if (kubectlInfo) return kubectlInfo;
+/** kubectl's version and its kustomize's, or null when kubectl is not installed. */
+function kubectlVersion(): { kubectl: string; kustomize: string | undefined } | null {
   const r = spawnSync('kubectl', ['version', '--client', '-o', 'json'], { encoding: 'utf8', timeout: 30_000 });
-  if (r.error || r.status !== 0) return (kubectlInfo = { available: false });
+  if (r.error || r.status !== 0) return null;
   try {
-    const v = JSON.parse(r.stdout) as { kustomizeVersion?: string };
-    return (kubectlInfo = { available: true, ...(v.kustomizeVersion ? { kustomize: v.kustomizeVersion } : {}) });
+    const v = JSON.parse(r.stdout) as { clientVersion?: { gitVersion?: string }; kustomizeVersion?: string };
+    return { kubectl: v.clientVersion?.gitVersion ?? 'unknown', kustomize: v.kustomizeVersion };
   } catch {
-    return (kubectlInfo = { available: true });
+    return { kubectl: 'unknown', kustomize: undefined };
   }
 }
 
-/** `kubectl kustomize dir`, parsed; undefined when kubectl is not installed. */
-export function renderWithKubectl(dir: string): KObject[] | undefined {
-  if (!kubectl().available) return undefined;
+/** The YAML `kubectl kustomize dir` prints; throws RenderError naming what went wrong. */
+export function renderYaml(dir: string): string {
   const r = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8', timeout: 60_000, maxBuffer: 64 << 20 });
-  if (r.error) throw r.error;
-  if (r.status !== 0) throw new KustomizeError(`kubectl kustomize ${dir}: ${r.stderr.trim()}`);
-  return parseYamlDocuments(r.stdout, `kubectl kustomize ${dir}`) as KObject[];
+  if (r.error) {
+    const missing = (r.error as NodeJS.ErrnoException).code === 'ENOENT';
+    throw new RenderError(missing ? 'kubectl is not installed (.ci/run installs it; or see https://kubernetes.io/docs/tasks/tools/)' : r.error.message);
+  }
+  if (r.status !== 0) {
+    const v = kubectlVersion();
+    const old = v && !v.kustomize ? ` (kubectl ${v.kubectl} embeds a kustomize older than v4.1, which these overlays need: use kubectl 1.22 or later)` : '';
+    throw new RenderError(`kubectl kustomize ${path.relative(REPO_ROOT, dir) || dir}: ${r.stderr.trim()}${old}`);
+  }
+  return r.stdout;
+}
+
+/** `kubectl kustomize dir`, parsed into objects. */
+export function renderOverlay(dir: string): KObject[] {
+  return parseYamlDocuments(renderYaml(dir), `kubectl kustomize ${dir}`) as KObject[];
 }
 
 /** Validates already-rendered objects (what an overlay produces). */
-export function validateManifests(objects: unknown[], target: string, namespace?: string): Report {
+export function validateManifests(objects: unknown[], target: string): Report {
   const f = new Findings();
   const check = tidemarkConfigCheck();
   if (!check) f.warn(target, 'internal/config/config.ts could not be loaded: environments not checked against the configuration schema');
-  const kinds = checkObjects(objects, f, {
-    scripts: scripts(),
-    ...(namespace !== undefined ? { namespace } : {}),
-    ...(check ? { checkEnv: check } : {}),
-  });
+  const kinds = checkObjects(objects, f, { scripts: scripts(), ...(check ? { checkEnv: check } : {}) });
   const kindList = [...kinds.entries()].map(([k, n]) => (n > 1 ? `${k}x${n}` : k)).join(', ');
   return f.report(target, `${objects.length} objects (${kindList})`);
 }
 
-function overlayNamespace(dir: string): string | undefined {
-  try {
-    const k = parseYamlDocuments(readFileSync(path.join(dir, 'kustomization.yaml'), 'utf8'), dir)[0] as { namespace?: unknown };
-    return typeof k.namespace === 'string' ? k.namespace : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Renders an overlay (built-in renderer, cross-checked with kubectl when present) and validates it. */
-export function validateOverlay(dir: string, opts: OverlayOptions = {}): Report {
+/** Renders an overlay with kubectl kustomize and validates it. */
+export function validateOverlay(dir: string): Report {
   const target = `overlay ${path.relative(REPO_ROOT, dir) || dir}`;
-  const mode = kubectlMode(opts.kubectl);
-  const f = new Findings();
   let objects: KObject[];
   try {
-    objects = renderKustomization(dir);
+    objects = renderOverlay(dir);
   } catch (e) {
+    const f = new Findings();
     f.error(target, `render: ${(e as Error).message}`);
     return f.report(target, 'not rendered');
   }
-
-  let renderer = 'built-in renderer';
-  if (mode !== 'off') {
-    const info = kubectl();
-    if (!info.available) {
-      if (mode === 'require') f.error(target, 'kubectl is not installed (TIDEMARK_KUBECTL=require)');
-      renderer += ' (kubectl not found: no cross-check)';
-    } else {
-      try {
-        const reference = renderWithKubectl(dir) ?? [];
-        const mine = new Map(objects.map((o) => [objectId(o), o]));
-        const theirs = new Map(reference.map((o) => [objectId(o), o]));
-        for (const id of theirs.keys()) if (!mine.has(id)) f.error(target, `kubectl kustomize renders ${id}, the built-in renderer does not`);
-        for (const [id, o] of mine) {
-          const ref = theirs.get(id);
-          if (!ref) f.error(target, `the built-in renderer renders ${id}, kubectl kustomize does not`);
-          else {
-            const diff = firstDifference(o, ref);
-            if (diff) f.error(target, `renderers disagree on ${id} at ${diff}`);
-          }
-        }
-        renderer += ` = kubectl kustomize${info.kustomize ? ` (kustomize ${info.kustomize})` : ''}`;
-      } catch (e) {
-        f.error(target, `kubectl kustomize failed: ${(e as Error).message}`);
-      }
-    }
-  }
-
-  const ns = overlayNamespace(dir);
-  const r = validateManifests(objects, target, ns);
-  const findings = [...f.list, ...r.findings];
-  return {
-    target,
-    ok: findings.every((x) => x.level !== 'error'),
-    findings,
-    summary: `${r.summary}; ${renderer}`,
-  };
+  const r = validateManifests(objects, target);
+  const v = kubectlVersion();
+  return { ...r, summary: `${r.summary}; kubectl kustomize${v?.kustomize ? ` (kustomize ${v.kustomize})` : ''}` };
 }
 
 export function overlayDirs(): string[] {
@@ -152,9 +103,9 @@ export function overlayDirs(): string[] {
     .sort();
 }
 
-export function validateAll(opts: OverlayOptions = {}): Report[] {
+export function validateAll(): Report[] {
   return [
-    ...overlayDirs().map((d) => validateOverlay(d, opts)),
+    ...overlayDirs().map((d) => validateOverlay(d)),
     validateCompose(path.join(DEPLOY_DIR, 'compose.yaml')),
     validateDockerfile(path.join(DEPLOY_DIR, 'Dockerfile'), REPO_ROOT),
   ];
@@ -169,8 +120,12 @@ function main(argv: string[]): number {
       return 2;
     }
     const dir = existsSync(name) ? path.resolve(name) : path.join(OVERLAYS_DIR, name);
-    const objects = renderKustomization(dir);
-    process.stdout.write(objects.map((o) => stringify(o, { lineWidth: 0 })).join('---\n'));
+    try {
+      process.stdout.write(renderYaml(dir));
+    } catch (e) {
+      console.error((e as Error).message);
+      return 1;
+    }
     return 0;
   }
   const t0 = Date.now();

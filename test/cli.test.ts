@@ -161,6 +161,43 @@ describe('cli', () => {
     assert.equal(all.length, 4);
   });
 
+  test('project update changes name, timezone and origins; prints {id, name, timezone} only', async () => {
+    const created = oneJsonLine(await cli(['project', 'create', '--name', 'To Update', '--origins', 'https://old.example']));
+    const byName = oneJsonLine(await cli(['project', 'update', '--project', created.id, '--name', 'Renamed']));
+    assert.deepEqual(byName, { id: created.id, name: 'Renamed', timezone: 'UTC' });
+    const byTz = oneJsonLine(await cli(['project', 'update', '--project', created.id, '--timezone', 'America/New_York', '--origins', 'https://*.example.com,example.org']));
+    assert.deepEqual(byTz, { id: created.id, name: 'Renamed', timezone: 'America/New_York' });
+    const row = (await db.query('SELECT * FROM projects WHERE id = $1', [created.id])).rows[0];
+    assert.equal(row.name, 'Renamed');
+    assert.equal(row.timezone, 'America/New_York');
+    assert.deepEqual(row.allowed_origins, ['https://*.example.com', 'example.org']);
+    // an empty --origins allows no browser origin; name and timezone stay
+    assert.deepEqual(oneJsonLine(await cli(['project', 'update', '--project', created.id, '--origins', ''])), { id: created.id, name: 'Renamed', timezone: 'America/New_York' });
+    assert.deepEqual((await db.query('SELECT allowed_origins FROM projects WHERE id = $1', [created.id])).rows[0].allowed_origins, []);
+    await db.query('DELETE FROM projects WHERE id = $1', [created.id]); // the list test below counts projects
+  });
+
+  test('project update: unknown project, nothing to change, bad values: non-zero exit, nothing on stdout, nothing changed', async () => {
+    const [unknown, noProject, nothing, tz, emptyName, origin, suffix] = await Promise.all([
+      cli(['project', 'update', '--project', 'no-such-project', '--name', 'X']),
+      cli(['project', 'update', '--name', 'X']),
+      cli(['project', 'update', '--project', projectId]),
+      cli(['project', 'update', '--project', projectId, '--timezone', 'Mars/Olympus']),
+      cli(['project', 'update', '--project', projectId, '--name', ' ']),
+      cli(['project', 'update', '--project', projectId, '--origins', 'ftp://x.example']),
+      cli(['project', 'update', '--project', projectId, '--origins', 'https://*.com']),
+    ]);
+    failed(unknown, /no project with id "no-such-project"/);
+    failed(noProject, /--project/);
+    failed(nothing, /at least one of --name, --timezone, --origins/);
+    failed(tz, /Mars\/Olympus/);
+    failed(emptyName, /--name/);
+    failed(origin, /http or https/);
+    failed(suffix, /two labels/);
+    const row = (await db.query('SELECT name, timezone, allowed_origins FROM projects WHERE id = $1', [projectId])).rows[0];
+    assert.deepEqual(row, { name: 'My Shop', timezone: 'Europe/Berlin', allowed_origins: ['https://a.example'] });
+  });
+
   test('client revoke marks the client revoked', async () => {
     const out = oneJsonLine(await cli(['client', 'revoke', '--id', reader!.clientId]));
     assert.deepEqual(out, { clientId: reader!.clientId, revoked: true });

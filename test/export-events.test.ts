@@ -266,6 +266,20 @@ describe('GET /export/events', () => {
     assert.ok(withProfile.length > 0 && withProfile.length < body.data.length, 'some events have a profile row, some not');
   });
 
+  it('includes also takes single event columns, by column or field name, as top-level fields', async () => {
+    const all = matching(rowsA).slice(0, 300);
+    const body = await ok({ includes: 'region,city,groups,os_version,referrerName,received_at,isBot,durationMs,name', limit: 300 });
+    assert.deepEqual(body.data, all.map((r) => ({
+      ...expected(r),
+      region: r.region, city: r.city, groups: r.groups, osVersion: r.os_version, referrerName: r.referrer_name,
+      receivedAt: msIso(r.received_at), isBot: r.is_bot, durationMs: r.duration_ms,
+    })));
+    // a group and one of its columns: the group's fields, once
+    const geo = await ok({ includes: 'geo,city,latitude', limit: 5 });
+    assert.deepEqual(geo.data, all.slice(0, 5).map((r) => expected(r, ['geo'])));
+    await bad({ includes: 'region,nope' }, ['includes', '1']);
+  });
+
   it('session_start/session_end and bots are included; bots carry meta.isBot', async () => {
     const all = matching(rowsA);
     const body = await ok({ includes: 'meta', limit: 1000 });

@@ -13,7 +13,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
-import { parseYamlDocuments } from './kustomize';
+import { parseYamlDocuments } from './objects';
 import { Findings, type Report } from './report';
 import { tidemarkConfigCheck, type EnvCheck } from './tidemark-config';
 

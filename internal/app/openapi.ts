@@ -1,7 +1,10 @@
-// The OpenAPI 3.1 document, generated from the same zod schemas that validate requests.
+// The OpenAPI 3.1 document, generated from the same zod schemas that validate requests:
+// every route the API serves (ingest, insights, export, operations), with CORS preflights.
 import { z } from 'zod';
 import { EventBody, IngestAccepted, TrackBody } from '../ingest/schemas';
+import { ConsumedProps } from '../ingest/ops';
 import { pageParamsSchema, periodParamsSchema, filterSchema } from '../query/params';
+import { breakdownSchema, chartSchema, EXPORT_INCLUDES, eventsSchema, seriesItemSchema } from '../export/params';
 import { SESSION_DIMENSIONS } from '../model/event';
 
 const schema = (s: z.ZodType, io: 'input' | 'output' = 'input') =>
@@ -35,15 +38,38 @@ const BreakdownRow = z.object({
   prefix: z.string().optional().describe('region, city: country; browser_version: browser; os_version: os'),
 });
 
-/** Query parameters of an object schema as OpenAPI parameters. */
-function queryParameters(s: z.ZodType): unknown[] {
-  const js = schema(s) as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
-  return Object.entries(js.properties ?? {}).map(([name, p]) => ({
-    name,
-    in: 'query',
-    required: js.required?.includes(name) ?? false,
-    schema: name === 'filters' ? { type: 'string', description: 'JSON-encoded array of filters', contentSchema: schema(z.array(filterSchema)) } : p,
-  }));
+/** Query parameters that carry JSON text: the schema of what the text holds. */
+const JSON_PARAMS: Record<string, { description: string; content: z.ZodType }> = {
+  filters: { description: 'JSON-encoded array of filters (all must hold)', content: z.array(filterSchema) },
+  series: { description: 'JSON-encoded array of series items', content: z.array(seriesItemSchema) },
+  events: { description: 'JSON-encoded array of series items (OpenPanel\'s older name of series)', content: z.array(seriesItemSchema) },
+  breakdowns: { description: 'JSON-encoded array of breakdowns', content: z.array(breakdownSchema) },
+};
+
+/** Parameters that may be repeated or comma-separated (read as lists of strings). */
+const LIST_PARAMS: Record<string, string> = {
+  event: 'Event names; repeated or comma-separated',
+  includes: `Field groups or single event columns; repeated or comma-separated: ${EXPORT_INCLUDES.join(', ')}`,
+};
+
+/** Query parameters of object schemas as OpenAPI parameters (later schemas add theirs). */
+function queryParameters(...schemas: z.ZodType[]): unknown[] {
+  const out = new Map<string, unknown>();
+  for (const s of schemas) {
+    const js = schema(s) as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+    for (const [name, p] of Object.entries(js.properties ?? {})) {
+      const json = JSON_PARAMS[name];
+      const list = LIST_PARAMS[name];
+      out.set(name, {
+        name,
+        in: 'query',
+        required: js.required?.includes(name) ?? false,
+        ...(list ? { style: 'form', explode: true, description: list } : {}),
+        schema: json ? { type: 'string', description: json.description, contentMediaType: 'application/json', contentSchema: schema(json.content) } : p,
+      });
+    }
+  }
+  return [...out.values()];
 }
 
 const json = (s: z.ZodType) => ({ 'application/json': { schema: schema(s, 'output') } });
@@ -69,46 +95,148 @@ const idempotencyParam = {
 };
 const projectParam = { name: 'projectId', in: 'path', required: true, schema: { type: 'string' } };
 
+// Export responses (documentation: what internal/export/events.ts and charts.ts answer).
+const ExportedProfile = z.object({
+  id: z.string(), firstName: z.string().nullable(), lastName: z.string().nullable(), email: z.string().nullable(),
+  properties: z.record(z.string(), z.unknown()), groups: z.array(z.string()),
+});
+const ExportedEvent = z
+  .object({
+    id: z.string(), name: z.string(), deviceId: z.string(), profileId: z.string(), sessionId: z.string().nullable(),
+    projectId: z.string(), createdAt: z.string().describe('ISO 8601, milliseconds'), path: z.string(), origin: z.string(), title: z.string(),
+    profile: ExportedProfile.nullable().optional().describe('includes=profile; null when no profile row exists'),
+    meta: z.object({ durationMs: z.number().nullable(), isBot: z.boolean(), botReason: z.string().nullable(), receivedAt: z.string() }).optional().describe('includes=meta'),
+  })
+  .catchall(z.unknown())
+  .describe('Base fields, plus the fields of each include (properties, groups, country ... utmContent, or single columns)');
+const EventsPage = z.object({
+  meta: z.object({
+    count: z.number(), totalCount: z.number(), pages: z.number(), current: z.number(),
+    cursor: z.string().nullable().describe('pass back as cursor for the next page; null on the last'),
+  }),
+  data: z.array(ExportedEvent),
+});
+const PreviousValue = z.object({ diff: z.number().nullable(), state: z.enum(['positive', 'negative', 'neutral']), value: z.number() });
+const ChartMetrics = z.object({ sum: z.number(), average: z.number(), min: z.number(), max: z.number() });
+const ChartResponse = z.object({
+  series: z.array(z.object({
+    id: z.string(),
+    names: z.array(z.string()),
+    event: z.object({ id: z.string(), name: z.string(), breakdowns: z.record(z.string(), z.string()).optional() }),
+    metrics: ChartMetrics.extend({ count: z.number(), previous: z.record(z.string(), PreviousValue).optional() }),
+    data: z.array(z.object({ date: z.string(), count: z.number(), previous: PreviousValue.optional() })),
+  })),
+  metrics: ChartMetrics,
+});
+const exportProjectParams = [
+  { name: 'projectId', in: 'query', required: false, schema: { type: 'string' }, description: "A read client's own project when left out; required for a root client" },
+  { name: 'project_id', in: 'query', required: false, schema: { type: 'string' }, description: 'OpenPanel\'s other spelling of projectId' },
+];
+
+/** A CORS preflight answer. */
+const preflight = (summary: string) => ({
+  options: { summary, tags: ['cors'], responses: { 204: { description: 'Access-Control-Allow-* headers, no body' } } },
+});
+
 export function openApiDocument(extraPaths: Record<string, unknown> = {}): Record<string, unknown> {
+  const readSecurity = [{ clientId: [], clientSecret: [] }, { openpanelClientId: [], openpanelClientSecret: [] }];
+  const readPreflight = preflight('CORS preflight: any origin (Access-Control-Allow-Origin: *; requests need a secret)');
   const insights = (summary: string, params: z.ZodType, response: z.ZodType) => ({
     get: {
       summary,
       tags: ['insights'],
-      security: [{ clientId: [], clientSecret: [] }],
+      security: readSecurity,
       parameters: [projectParam, ...queryParameters(params)],
       responses: { 200: { description: 'OK', content: json(response) }, ...readErrors },
     },
+    ...readPreflight,
+  });
+  const ingestSecurity = [{ clientId: [], clientSecret: [] }, { openpanelClientId: [], openpanelClientSecret: [] }, { clientId: [] }, { openpanelClientId: [] }];
+  const ingestPreflight = preflight("CORS preflight: the request's Origin (browser clients ingest only from the project's allowed origins)");
+  const ops = (summary: string, contentType: string, body: Record<string, unknown>) => ({
+    get: { summary, tags: ['operations'], responses: { 200: { description: 'OK', content: { [contentType]: { schema: body } } } } },
   });
   const paths: Record<string, unknown> = {
     '/event': {
       post: {
-        summary: 'Create one event', tags: ['ingest'], security: [{ clientId: [], clientSecret: [] }, { clientId: [] }],
+        summary: 'Create one event', tags: ['ingest'], security: ingestSecurity,
         parameters: [idempotencyParam],
         requestBody: { required: true, content: { 'application/json': { schema: schema(EventBody) } } },
         responses: { 202: { description: 'Durably queued', content: json(IngestAccepted) }, ...ingestErrors },
       },
+      ...ingestPreflight,
     },
     '/track': {
       post: {
         summary: 'track, identify, increment, decrement, group or assign_group', tags: ['ingest'],
-        security: [{ clientId: [], clientSecret: [] }, { clientId: [] }],
+        security: ingestSecurity,
         parameters: [idempotencyParam],
         requestBody: { required: true, content: { 'application/json': { schema: schema(TrackBody) } } },
         responses: { 202: { description: 'Durably queued', content: json(IngestAccepted) }, ...ingestErrors },
       },
+      ...ingestPreflight,
     },
     '/insights/{projectId}/metrics': insights('Totals and a series per bucket', periodParamsSchema, MetricsResponse),
+    '/projects': {
+      get: {
+        summary: 'Projects this client may read: its own (read client) or every project (root client)', tags: ['insights'],
+        security: readSecurity,
+        responses: {
+          200: { description: 'OK', content: json(z.array(z.object({ id: z.string(), name: z.string(), timezone: z.string().describe('IANA time zone of insights periods') }))) },
+          ...readErrors,
+        },
+      },
+    },
     '/insights/{projectId}/live': {
       get: {
-        summary: 'Visitors with an event in the last 5 minutes', tags: ['insights'], security: [{ clientId: [], clientSecret: [] }],
+        summary: 'Visitors with an event in the last 5 minutes; also a WebSocket (docs/api.md "Live push")', tags: ['insights'], security: readSecurity,
         parameters: [projectParam],
-        responses: { 200: { description: 'OK', content: json(z.object({ visitors: z.number() })) }, ...readErrors },
+        responses: {
+          101: { description: 'WebSocket upgrade: {"visitors": N} at once after authentication, then on every change' },
+          200: { description: 'OK', content: json(z.object({ visitors: z.number() })) }, ...readErrors,
+        },
       },
+      ...readPreflight,
     },
     '/insights/{projectId}/pages': insights('Top pages', pageParamsSchema, z.array(PageRow)),
     ...Object.fromEntries(
       SESSION_DIMENSIONS.map((d) => [`/insights/{projectId}/${d}`, insights(`Sessions by ${d}`, pageParamsSchema, z.array(BreakdownRow))]),
     ),
+    '/export/events': {
+      get: {
+        summary: 'Raw events, newest first: pages (json) or all of them (ndjson)', tags: ['export'], security: readSecurity,
+        parameters: [...exportProjectParams, ...queryParameters(eventsSchema.omit({ projectId: true, project_id: true }))],
+        responses: {
+          200: {
+            description: 'OK',
+            content: { ...json(EventsPage), 'application/x-ndjson': { schema: { ...schema(ExportedEvent, 'output'), description: 'format=ndjson: one event per line' } } },
+          },
+          ...readErrors,
+        },
+      },
+      ...readPreflight,
+    },
+    '/export/charts': {
+      get: {
+        summary: 'Event series per bucket, with breakdowns (OpenPanel chart engine)', tags: ['export'], security: readSecurity,
+        parameters: [...exportProjectParams, ...queryParameters(chartSchema, periodParamsSchema)],
+        responses: { 200: { description: 'OK', content: json(ChartResponse) }, ...readErrors },
+      },
+      ...readPreflight,
+    },
+    '/healthz': ops('Liveness', 'application/json', { type: 'object', properties: { status: { const: 'ok' } } }),
+    '/readyz': {
+      get: {
+        summary: 'Readiness: every critical dependency answers', tags: ['operations'],
+        responses: {
+          200: { description: 'Ready (or degraded: a non-critical dependency is away)', content: { 'application/json': { schema: { type: 'object' } } } },
+          503: { description: 'Not ready, or draining', content: { 'application/json': { schema: { type: 'object' } } } },
+        },
+      },
+    },
+    '/metrics': ops('Prometheus metrics', 'text/plain', { type: 'string' }),
+    '/openapi.json': ops('This document', 'application/json', { type: 'object' }),
+    '/dashboard': ops('A small HTML dashboard over the insights API', 'text/html', { type: 'string' }),
     ...extraPaths,
   };
   return {
@@ -118,6 +246,14 @@ export function openApiDocument(extraPaths: Record<string, unknown> = {}): Recor
       securitySchemes: {
         clientId: { type: 'apiKey', in: 'header', name: 'service-client-id' },
         clientSecret: { type: 'apiKey', in: 'header', name: 'service-client-secret' },
+        openpanelClientId: { type: 'apiKey', in: 'header', name: 'openpanel-client-id' },
+        openpanelClientSecret: { type: 'apiKey', in: 'header', name: 'openpanel-client-secret' },
+      },
+      schemas: {
+        ReservedProperties: {
+          ...schema(ConsumedProps),
+          description: 'Keys of `properties` the service consumes (never kept as custom properties): event time, client address, device id, page, and the device overrides',
+        },
       },
     },
     paths,

@@ -12,6 +12,7 @@ import { parsePageParams, parsePeriodParams } from '../query/params';
 import { rateHeaders, type Gate, type GateResult, type RateState } from '../ratelimit/gate';
 import type { Redis, RedisKeys } from '../redis/redis';
 import type { Pool } from '../store/db';
+import { listProjects } from '../store/accounts';
 
 export const READ_RATE_LIMIT = 100;
 export const READ_RATE_WINDOW_MS = 10_000;
@@ -113,6 +114,15 @@ export function readRoutes(deps: ReadDeps): Route[] {
     method: 'GET', pattern, family: 'read', handler: readGuard(deps, fn, fromPath, guard),
   });
   return [
+    // The projects a client may read (the dashboard's project picker): a read client's own,
+    // every project for a root client. Not in OpenPanel's API; see docs/decisions.md.
+    {
+      method: 'GET', pattern: '/projects', family: 'read',
+      handler: readGuard(deps, async (_req, ctx) => {
+        const rows = ctx.client.mode === 'root' ? await listProjects(deps.db) : [await deps.auth.project(ctx.client.projectId)];
+        return rows.filter((p) => p !== null).map((p) => ({ id: p.id, name: p.name, timezone: p.timezone }));
+      }, () => undefined),
+    },
     insights('/insights/:projectId/metrics', (req, ctx) => getMetrics(deps.db, ctx.projectId, parsePeriodParams(req.query), new Date(), opts)),
     // Counted by the guard's rate-limit call; asked again only if that call could not be made.
     insights('/insights/:projectId/live', async (_req, ctx) => ({ visitors: ctx.live ?? (await liveVisitors(deps.redis, deps.keys, ctx.projectId)) }), { live: true }),

@@ -1,19 +1,21 @@
 // Builds the clients once from the config, starts the roles asked for, and drains them on
 // SIGTERM. cmd/* only call start().
 import { Authenticator } from '../auth/auth';
+import { watchProjectChanges, type ProjectChangeWatch } from '../auth/project-changes';
 import { Bus } from '../bus/bus';
 import type { Config } from '../config/config';
 import { createEnricher } from '../enrich';
 import { HttpServer } from '../http/server';
 import { Router } from '../http/router';
 import { Batcher } from '../ingest/batcher';
+import { ipHeaderOrder } from '../ingest/client-ip';
 import { ingestRoutes } from '../ingest/handler';
 import { SaltKeeper } from '../ingest/identity';
 import { JobRunner } from '../jobs/jobs';
 import { createLogger, type Logger } from '../obs/log';
 import { createMetrics, type Metrics } from '../obs/metrics';
 import { Gate } from '../ratelimit/gate';
-import { connectRedis, redisKeys, type Redis } from '../redis/redis';
+import { connectRedis, createRedis, redisKeys, type Redis } from '../redis/redis';
 import { createPool, ensureDatabase, ServiceUnreachableError, type Pool } from '../store/db';
 import { migrate, pendingMigrations } from '../store/migrate';
 import { PartitionKeeper } from '../store/writes';
@@ -25,8 +27,10 @@ import { opsRoutes, type Probe } from './ops-routes';
 import { readRoutes } from './read-routes';
 import { exportRoutes } from '../export/routes';
 import { openApiDocument } from './openapi';
-import { DASHBOARD_HTML } from './dashboard';
+import { DashboardPage } from '../dashboard/bundle';
 import { ApiThreads } from './threads';
+import { livePush, type LivePush } from './live-routes';
+import type { SocketRoute } from '../http/types';
 
 export interface Roles {
   api: boolean;
@@ -76,14 +80,19 @@ export async function connectAll(cfg: Config, log: Logger): Promise<{ db: Pool; 
     await db.end();
     throw err;
   }
-  let bus: Bus;
+  let bus: Bus | undefined;
   try {
     bus = await Bus.connect({
       url: cfg.NATS_URL, namespace: cfg.TIDEMARK_NAMESPACE, shards: cfg.TIDEMARK_SHARDS, maxAgeHours: cfg.STREAM_MAX_AGE_HOURS,
-      publishTimeoutMs: cfg.INGEST_PUBLISH_TIMEOUT_MS,
+      publishTimeoutMs: cfg.INGEST_PUBLISH_TIMEOUT_MS, streamReplicas: cfg.TIDEMARK_STREAM_REPLICAS,
     });
-    await bus.ensureStream();
+    const plan = await bus.ensureStream();
+    if (plan.action === 'raise') log.info({ stream: bus.streamName, from: plan.from, replicas: plan.replicas }, 'stream replicas raised (TIDEMARK_STREAM_REPLICAS)');
+    if (plan.action === 'keep-higher') {
+      log.info({ stream: bus.streamName, replicas: plan.replicas, TIDEMARK_STREAM_REPLICAS: plan.wanted }, 'stream has more replicas than TIDEMARK_STREAM_REPLICAS; kept (never lowered)');
+    }
   } catch (err) {
+    await bus?.drainAndClose();
     redis.disconnect();
     await db.end();
     throw err;
@@ -151,6 +160,9 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
   let enricher: Awaited<ReturnType<typeof createEnricher>> | null = null;
   let threads: ApiThreads | null = null;
   let gate: Gate | null = null;
+  let live: LivePush | null = null;
+  const socketRoutes: SocketRoute[] = [];
+  let projectWatch: ProjectChangeWatch | null = null;
 
   const router = new Router();
   const renderMetrics = thread?.renderMetrics ?? (async () => (threads ? threads.render() : metrics.registry.metrics()));
@@ -198,11 +210,13 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
       },
     });
     const auth = new Authenticator(db);
+    // A project changed (cli project update): this process drops its cached row at once.
+    projectWatch = watchProjectChanges(createRedis(cfg.REDIS_URL), keys, (projectId) => auth.forgetProject(projectId));
     gate = new Gate(redis, keys, { onAsyncError: () => metrics.degraded.inc({ dependency: 'redis' }) });
     // Ingest answers without waiting for Redis once the revocation mirror is loaded.
     await gate.start();
     for (const r of ingestRoutes({
-      auth, gate, salts, batcher, shards: cfg.TIDEMARK_SHARDS,
+      auth, gate, salts, batcher, shards: cfg.TIDEMARK_SHARDS, ipHeaders: ipHeaderOrder(cfg.TRUSTED_IP_HEADERS),
       subjectFor: (p, s) => bus.subjectFor(p, s),
       onDegraded: (what, err) => {
         metrics.degraded.inc({ dependency: what });
@@ -212,15 +226,22 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
     })) router.add(r);
     const readDeps = { db, redis, keys, auth, gate: gate!, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX };
     for (const r of readRoutes(readDeps)) router.add(r);
+    live = livePush({ redis, redisUrl: cfg.REDIS_URL, keys, auth, gate, log, metrics, maxSockets: cfg.LIVE_MAX_SOCKETS });
+    socketRoutes.push(live.route);
     for (const r of exportRoutes(readDeps, { streaming: true })) router.add(r);
     const openapi = JSON.stringify(openApiDocument());
     router.add({
       method: 'GET', pattern: '/openapi.json', family: 'ops',
       handler: async () => ({ status: 200, raw: { contentType: 'application/json', data: openapi } }),
     });
+    const dashboard = new DashboardPage();
     router.add({
       method: 'GET', pattern: '/dashboard', family: 'ops',
-      handler: async () => ({ status: 200, raw: { contentType: 'text/html; charset=utf-8', data: DASHBOARD_HTML } }),
+      handler: async () => ({
+        status: 200,
+        headers: { 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'no-referrer' },
+        raw: { contentType: 'text/html; charset=utf-8', data: await dashboard.html() },
+      }),
     });
   }
 
@@ -232,6 +253,7 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
     router,
     port,
     maxInFlight: cfg.MAX_IN_FLIGHT,
+    sockets: socketRoutes,
     onResponse: ({ route, method, status, seconds, requestId }) => {
       metrics.httpRequests.inc({ route, method, status: String(status) });
       threadRequests.inc();
@@ -245,7 +267,9 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
     (drained ??= (async () => {
       draining = true;
       log.info('draining');
+      live?.close(); // live sockets get 1001 and reconnect elsewhere
       await Promise.all([server?.drain(), threads?.drain()]);
+      projectWatch?.close();
       await batcher?.flushAll();
       gate?.close();
       await shardManager?.close();

@@ -5,7 +5,10 @@ import { ForbiddenError, ServiceUnavailableError, UnauthorizedError } from '../h
 import type { HttpRequest } from '../http/types';
 import { getClient, getProject, type ClientRow, type ProjectRow } from '../store/accounts';
 import type { Pool } from '../store/db';
+import { originAllowed } from './origins';
 import { fingerprint, sameFingerprint, verifySecret } from './secrets';
+
+export { originAllowed } from './origins';
 
 export interface AuthedClient {
   id: string;
@@ -19,7 +22,7 @@ export interface AuthOptions {
   cacheTtlMs?: number;
 }
 
-export function credentialsOf(req: HttpRequest): { clientId: string | undefined; secret: string | undefined } {
+export function credentialsOf(req: Pick<HttpRequest, 'headers'>): { clientId: string | undefined; secret: string | undefined } {
   const h = req.headers;
   return {
     clientId: (h['service-client-id'] ?? h['openpanel-client-id'])?.trim() || undefined,
@@ -45,6 +48,12 @@ export class Authenticator {
 
   project(id: string): Promise<ProjectRow | null> {
     return this.projects.get(id);
+  }
+
+  /** Forgets a project row at once (a change announced by `cli project update`), or every one (null). */
+  forgetProject(projectId: string | null): void {
+    if (projectId === null) this.projects.forgetAll();
+    else this.projects.forget(projectId);
   }
 
   /** Forgets a client at once (revocation seen by this process). */
@@ -123,6 +132,11 @@ export class Authenticator {
   async forRead(req: HttpRequest, projectId?: string): Promise<AuthedClient> {
     const { clientId, secret } = credentialsOf(req);
     if (!clientId || !secret) throw new UnauthorizedError('missing client credentials (service-client-id and service-client-secret headers)');
+    return this.forReadCredentials(clientId, secret, projectId);
+  }
+
+  /** `forRead` with the credentials given apart from headers (a live socket's first message). */
+  async forReadCredentials(clientId: string, secret: string, projectId?: string): Promise<AuthedClient> {
     const row = await this.verified(clientId, secret);
     if (row.mode === 'write') throw new ForbiddenError('a write client cannot read; use a read or root client');
     if (projectId !== undefined && row.mode === 'read' && row.projectId !== projectId) {
@@ -133,19 +147,6 @@ export class Authenticator {
 }
 
 const toAuthed = (r: ClientRow): AuthedClient => ({ id: r.id, projectId: r.projectId, mode: r.mode, ingestRate: r.ingestRate });
-
-export function normaliseOrigin(o: string): string {
-  try {
-    return new URL(o).origin.toLowerCase();
-  } catch {
-    return o.trim().replace(/\/+$/, '').toLowerCase();
-  }
-}
-
-export function originAllowed(origin: string, allowed: string[]): boolean {
-  const o = normaliseOrigin(origin);
-  return allowed.some((a) => a === '*' || normaliseOrigin(a) === o);
-}
 
 /**
  * Rows (clients, projects) read from PostgreSQL and kept `ttl` ms. Refresh-ahead: a cached row
@@ -160,6 +161,8 @@ class RowCache<T extends object> {
   private readonly fresh: LRUCache<string, { row: T | null }>;
   private readonly lastKnown = new LRUCache<string, { row: T | null }>({ max: 10_000 });
   private readonly loading = new Map<string, Promise<T | null>>();
+  /** Bumped by forget: a read that started before it must not store the row it got. */
+  private generation = 0;
 
   constructor(private readonly read: (id: string) => Promise<T | null>, private readonly ttl: number) {
     this.fresh = new LRUCache({ max: 10_000, ttl });
@@ -183,20 +186,35 @@ class RowCache<T extends object> {
   }
 
   forget(id: string): void {
+    this.generation++;
     this.fresh.delete(id);
     this.lastKnown.delete(id);
+    this.loading.delete(id);
+  }
+
+  forgetAll(): void {
+    this.generation++;
+    this.fresh.clear();
+    this.lastKnown.clear();
+    this.loading.clear();
   }
 
   private load(id: string): Promise<T | null> {
     let pending = this.loading.get(id);
     if (!pending) {
-      pending = this.read(id)
+      const generation = this.generation;
+      const read: Promise<T | null> = this.read(id)
         .then((row) => {
-          this.fresh.set(id, { row });
-          this.lastKnown.set(id, { row });
+          if (generation === this.generation) {
+            this.fresh.set(id, { row });
+            this.lastKnown.set(id, { row });
+          }
           return row;
         })
-        .finally(() => this.loading.delete(id));
+        .finally(() => {
+          if (this.loading.get(id) === read) this.loading.delete(id);
+        });
+      pending = read;
       this.loading.set(id, pending);
     }
     return pending;

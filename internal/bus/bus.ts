@@ -13,12 +13,19 @@ import {
   type JetStreamManager,
   type JsMsg,
   type Consumer,
+  type StreamInfo,
 } from '@nats-io/jetstream';
 import { ServiceUnreachableError } from '../store/db';
 
 export interface BusOptions {
+  /** One NATS URL, or several comma-separated (members of one cluster). */
   url: string;
   namespace: string;
+  /**
+   * Replicas the stream is created with, and the least it is kept at: an existing stream
+   * with fewer is raised, one with more (an operator's choice) is left as it is. Default 1.
+   */
+  streamReplicas?: number;
   shards: number;
   /** Hours an unprocessed message is kept. */
   maxAgeHours: number;
@@ -33,6 +40,42 @@ export interface PublishAck {
 }
 
 export type BusMessage = JsMsg;
+
+/** What ensureStream does with the stream's replicas. */
+export type ReplicaPlan =
+  | { action: 'create'; replicas: number }
+  | { action: 'keep'; replicas: number }
+  | { action: 'raise'; from: number; replicas: number }
+  | { action: 'keep-higher'; replicas: number; wanted: number };
+
+/**
+ * The replicas rule: a stream is created with `wanted`; an existing one is never lowered
+ * (a restart with a smaller or default setting must not shrink what an operator raised),
+ * and raised when `wanted` is higher.
+ */
+export function planReplicas(wanted: number, existing: number | null): ReplicaPlan {
+  if (existing === null) return { action: 'create', replicas: wanted };
+  const current = Math.max(1, existing); // JetStream reports 0 for "default", which is 1
+  if (wanted > current) return { action: 'raise', from: current, replicas: wanted };
+  if (wanted < current) return { action: 'keep-higher', replicas: current, wanted };
+  return { action: 'keep', replicas: current };
+}
+
+/** NATS_URL as the server list connect() takes: comma-separated, blanks ignored. */
+export function natsServers(url: string): string[] {
+  return url.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+}
+
+/** JetStream refused the replicas asked for (e.g. R3 on a single server, or too few cluster nodes). */
+export class StreamReplicasError extends Error {
+  constructor(readonly stream: string, readonly replicas: number, cause: unknown) {
+    super(
+      `JetStream cannot hold stream ${stream} with ${replicas} replicas (TIDEMARK_STREAM_REPLICAS): ` +
+        `${cause instanceof Error ? cause.message : String(cause)}. ` +
+        `A single nats-server holds 1 replica; a cluster holds at most as many as it has JetStream nodes.`,
+    );
+  }
+}
 
 export class Bus {
   readonly streamName: string;
@@ -51,7 +94,7 @@ export class Bus {
     let nc: NatsConnection;
     try {
       nc = await connect({
-        servers: opts.url,
+        servers: natsServers(opts.url),
         name: opts.name ?? 'tidemark',
         reconnect: true,
         maxReconnectAttempts: -1,
@@ -81,8 +124,12 @@ export class Bus {
     return `${this.subjectPrefix}.*.${shard}`;
   }
 
-  /** Creates the stream, or updates its limits. */
-  async ensureStream(): Promise<void> {
+  /**
+   * Creates the stream, or updates its limits; its replicas follow planReplicas() (never
+   * lowered). Throws StreamReplicasError when JetStream cannot hold the replicas asked for.
+   */
+  async ensureStream(): Promise<ReplicaPlan> {
+    const wanted = this.opts.streamReplicas ?? 1;
     const cfg = {
       name: this.streamName,
       subjects: [`${this.subjectPrefix}.>`],
@@ -91,20 +138,62 @@ export class Bus {
       discard: DiscardPolicy.Old,
       max_age: this.opts.maxAgeHours * 3600 * 1e9,
       duplicate_window: 120 * 1e9,
-      num_replicas: 1,
     };
-    try {
-      await this.jsm.streams.info(this.streamName);
-      await this.jsm.streams.update(this.streamName, cfg);
-    } catch (err) {
-      if (!/not found/i.test((err as Error).message)) throw err;
-      await this.jsm.streams.add(cfg);
+    // Two processes starting together: the one whose create loses the race updates instead.
+    for (let attempt = 1; ; attempt++) {
+      const existing = await this.streamInfo();
+      const plan = planReplicas(wanted, existing?.config.num_replicas ?? null);
+      // A single server refuses to create R3 but accepts raising a stream to it (and then
+      // reports R3 while holding one copy): refused here the same way.
+      if (plan.action === 'raise' && !existing?.cluster) {
+        throw new StreamReplicasError(this.streamName, plan.replicas, new Error('replicas > 1 not supported in non-clustered mode'));
+      }
+      try {
+        if (plan.action === 'create') await this.jsm.streams.add({ ...cfg, num_replicas: plan.replicas });
+        else await this.jsm.streams.update(this.streamName, { ...cfg, num_replicas: plan.replicas });
+        return plan;
+      } catch (err) {
+        const msg = (err as Error).message;
+        if (plan.action === 'create' && attempt < 3 && /already in use/i.test(msg)) continue;
+        if (/replicas|peers|placement|insufficient resources/i.test(msg)) throw new StreamReplicasError(this.streamName, plan.replicas, err);
+        throw err;
+      }
     }
   }
 
+  /** The stream's replicas, or null when it does not exist. */
+  async streamReplicas(): Promise<number | null> {
+    return (await this.streamInfo())?.config.num_replicas ?? null;
+  }
+
+  private async streamInfo(): Promise<StreamInfo | null> {
+    try {
+      return await this.jsm.streams.info(this.streamName);
+    } catch (err) {
+      if (/not found/i.test((err as Error).message)) return null;
+      throw err;
+    }
+  }
+
+  /**
+   * Publishes and waits for the stream's ack, within publishTimeoutMs in all. While the
+   * stream has no leader (an election after a node is lost: seconds on a cluster) the
+   * server answers "no responders" at once; that is retried until the time is up, so the
+   * caller gets a late ack instead of an early refusal. The msgID makes a publish that
+   * landed twice one message (the stream's duplicate window).
+   */
   async publish(subject: string, data: Uint8Array, msgId: string): Promise<PublishAck> {
-    const ack = await this.js.publish(subject, data, { msgID: msgId, timeout: this.opts.publishTimeoutMs ?? 5000 });
-    return { seq: ack.seq, duplicate: ack.duplicate };
+    const deadline = Date.now() + (this.opts.publishTimeoutMs ?? 5000);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const ack = await this.js.publish(subject, data, { msgID: msgId, timeout: Math.max(1, deadline - Date.now()) });
+        return { seq: ack.seq, duplicate: ack.duplicate };
+      } catch (err) {
+        const pause = Math.min(250, 10 * 2 ** attempt);
+        if (!isNoResponders(err) || Date.now() + pause >= deadline) throw err;
+        await sleep(pause);
+      }
+    }
   }
 
   consumerName(shard: number): string {
@@ -128,6 +217,10 @@ export class Bus {
       ack_wait: 60 * 1e9,
       max_ack_pending: 10_000,
       max_deliver: -1,
+      // 0: the consumer's state has as many replicas as the stream, now and after the stream
+      // is raised (a fixed count would stay behind), so the shard's position survives a node.
+      num_replicas: 0,
+      mem_storage: false,
     });
     return this.js.consumers.get(this.streamName, name);
   }
@@ -148,6 +241,13 @@ export class Bus {
     await this.nc.drain().catch(() => this.nc.close());
   }
 }
+
+/** No stream answered the publish: no leader right now (or no stream at all). */
+function isNoResponders(err: unknown): boolean {
+  return err instanceof Error && err.name === 'JetStreamNotEnabled';
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** FNV-1a over the device id: the shard a device's operations always go to. */
 export function shardOf(deviceId: string, shards: number): number {

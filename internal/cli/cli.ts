@@ -2,9 +2,11 @@
 // of JSON on stdout; anything else goes to stderr.
 import { parseArgs } from 'node:util';
 import type { Config } from '../config/config';
+import { OriginSyntaxError, parseAllowedOrigin } from '../auth/origins';
 import { hashSecret, generateSecret } from '../auth/secrets';
 import { connectRedis, redisKeys } from '../redis/redis';
-import { createClient, createProject, getProject, listClients, listProjects, revokeClient, type ClientMode } from '../store/accounts';
+import { announceProjectChange } from '../auth/project-changes';
+import { createClient, createProject, getProject, listClients, listProjects, revokeClient, updateProject, type ClientMode, type ProjectPatch } from '../store/accounts';
 import { createPool, ensureDatabase } from '../store/db';
 import { migrate } from '../store/migrate';
 
@@ -12,6 +14,7 @@ export class UsageError extends Error {}
 
 const USAGE = `usage:
   cli project create --name NAME [--timezone IANA_TZ] [--origins https://a.example,https://b.example]
+  cli project update --project PROJECT_ID [--name NAME] [--timezone IANA_TZ] [--origins a,b ("" for none)]
   cli project list
   cli client create --project PROJECT_ID [--mode read|write|root (default write)] [--ingest-rate N]
   cli client list [--project PROJECT_ID]
@@ -27,24 +30,37 @@ export function isValidTimezone(tz: string): boolean {
   }
 }
 
+/** `--origins a,b`: each an origin, a wildcard origin or a bare host (internal/auth/origins.ts). */
 export function parseOrigins(raw: string | undefined): string[] {
   if (!raw) return [];
   const out: string[] = [];
   for (const part of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
-    if (part === '*') {
-      out.push('*');
-      continue;
-    }
-    let u: URL;
     try {
-      u = new URL(part);
-    } catch {
-      throw new UsageError(`--origins: "${part}" is not an origin like https://example.com`);
+      out.push(parseAllowedOrigin(part));
+    } catch (err) {
+      if (err instanceof OriginSyntaxError) throw new UsageError(`--origins: ${err.message}`);
+      throw err;
     }
-    if (!/^https?:$/.test(u.protocol)) throw new UsageError(`--origins: "${part}" must be http or https`);
-    out.push(u.origin);
   }
-  return out;
+  return [...new Set(out)];
+}
+
+/**
+ * Tells the running API processes that a project changed, so none keeps its cached copy.
+ * The change is committed already: Redis being away is a warning (processes then see it
+ * within their 5 s cache), not a failed command.
+ */
+async function announce(cfg: Config, projectId: string): Promise<void> {
+  try {
+    const redis = await connectRedis(cfg.REDIS_URL);
+    try {
+      await announceProjectChange(redis, redisKeys(cfg.TIDEMARK_NAMESPACE), projectId);
+    } finally {
+      redis.disconnect();
+    }
+  } catch (err) {
+    process.stderr.write(`tidemark cli: warning: project updated, but running API processes could not be told at once (${(err as Error).message}); they see it within 5 s\n`);
+  }
 }
 
 /** Runs one CLI command; returns the value to print as JSON. */
@@ -60,7 +76,7 @@ export async function runCli(argv: string[], cfg: Config): Promise<unknown> {
     strict: true,
   });
   const cmd = `${group ?? ''} ${action ?? ''}`.trim();
-  const known = ['project create', 'project list', 'client create', 'client list', 'client revoke', 'migrate'];
+  const known = ['project create', 'project update', 'project list', 'client create', 'client list', 'client revoke', 'migrate'];
   if (!known.includes(cmd)) throw new UsageError(`unknown command "${cmd}"\n${USAGE}`);
 
   await ensureDatabase(cfg.DATABASE_URL);
@@ -76,6 +92,27 @@ export async function runCli(argv: string[], cfg: Config): Promise<unknown> {
         const timezone = values.timezone?.trim() || 'UTC';
         if (!isValidTimezone(timezone)) throw new UsageError(`--timezone: "${timezone}" is not an IANA time zone`);
         const p = await createProject(db, { name, timezone, origins: parseOrigins(values.origins) });
+        return { id: p.id, name: p.name, timezone: p.timezone };
+      }
+      case 'project update': {
+        const projectId = values.project?.trim();
+        if (!projectId) throw new UsageError('project update needs --project');
+        const patch: ProjectPatch = {};
+        if (values.name !== undefined) {
+          const name = values.name.trim();
+          if (!name) throw new UsageError('--name must not be empty');
+          patch.name = name;
+        }
+        if (values.timezone !== undefined) {
+          const timezone = values.timezone.trim();
+          if (!isValidTimezone(timezone)) throw new UsageError(`--timezone: "${timezone}" is not an IANA time zone`);
+          patch.timezone = timezone;
+        }
+        if (values.origins !== undefined) patch.origins = parseOrigins(values.origins);
+        if (Object.keys(patch).length === 0) throw new UsageError('project update needs at least one of --name, --timezone, --origins');
+        const p = await updateProject(db, projectId, patch);
+        if (!p) throw new UsageError(`no project with id "${projectId}"`);
+        await announce(cfg, p.id);
         return { id: p.id, name: p.name, timezone: p.timezone };
       }
       case 'project list':

@@ -23,3 +23,18 @@ test('API_THREADS: 1 by default; more than 1 needs a fixed PORT (the threads sha
   assert.throws(() => loadConfig({ API_THREADS: '0' }), /API_THREADS/);
   assert.throws(() => loadConfig({ API_THREADS: '65' }), /API_THREADS/);
 });
+
+test('TIDEMARK_STREAM_REPLICAS: 1 by default, 1 to 5 (the most JetStream holds)', () => {
+  assert.equal(loadConfig({}).TIDEMARK_STREAM_REPLICAS, 1);
+  assert.equal(loadConfig({ TIDEMARK_STREAM_REPLICAS: '3' }).TIDEMARK_STREAM_REPLICAS, 3);
+  for (const bad of ['0', '6', '2.5', 'three']) assert.throws(() => loadConfig({ TIDEMARK_STREAM_REPLICAS: bad }), /TIDEMARK_STREAM_REPLICAS/);
+});
+
+test('NATS_URL: one server or several comma-separated; a malformed entry is refused with the variable named', () => {
+  const list = 'nats://10.0.0.1:4222,nats://10.0.0.2:4222, nats://10.0.0.3:4222';
+  assert.equal(loadConfig({ NATS_URL: list }).NATS_URL, list);
+  assert.equal(loadConfig({ NATS_URL: 'nats-0.nats:4222,nats-1.nats:4222' }).NATS_URL, 'nats-0.nats:4222,nats-1.nats:4222');
+  for (const bad of ['nats://a:4222,,nats://b:4222', 'http://a:4222', 'ws://a:8080', 'nats://a:4222,', '']) {
+    assert.throws(() => loadConfig({ NATS_URL: bad }), /NATS_URL/, bad);
+  }
+});

@@ -1,5 +1,6 @@
 // Configuration is read once from the environment (zod-validated) by cmd/* and passed down.
 import { z } from 'zod';
+import { IP_HEADERS, type IpHeader } from '../ingest/client-ip';
 
 const intFrom = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
@@ -10,7 +11,14 @@ const EnvSchema = z.object({
   PORT: intFrom(3000, 0),
   METRICS_PORT: intFrom(9091, 0),
   DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/tidemark'),
-  NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+  /** One NATS server, or several comma-separated (members of one cluster; the client picks and fails over). */
+  NATS_URL: z
+    .string()
+    .default('nats://127.0.0.1:4222')
+    .refine((v) => {
+      const servers = v.split(',').map((s) => s.trim());
+      return servers.every((s) => s.length > 0 && isServerUrl(s));
+    }, 'one NATS server URL, or several comma-separated (nats://host:port,nats://host:port)'),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
   TIDEMARK_NAMESPACE: z
     .string()
@@ -41,6 +49,8 @@ const EnvSchema = z.object({
   TIDEMARK_EXACT_VISITORS_MAX: intFrom(DEFAULT_EXACT_VISITORS_MAX, 0),
   /** Requests in flight per API thread before new ones are shed with 503. */
   MAX_IN_FLIGHT: intFrom(10000, 1),
+  /** Live-push WebSockets (/insights/{projectId}/live) one API thread holds; more are closed with 1013. */
+  LIVE_MAX_SOCKETS: intFrom(20000, 1),
   /**
    * API threads per process, each a uWebSockets.js app on the same port (the kernel spreads
    * connections, SO_REUSEPORT) with its own NATS, Redis and PostgreSQL clients. 1: the API
@@ -55,12 +65,48 @@ const EnvSchema = z.object({
   WORKER_THREAD_NICE: z.coerce.number().int().min(0).max(19).default(0),
   /** Days of raw events/sessions to keep; 0 keeps everything. */
   RETENTION_DAYS: intFrom(0, 0),
+  /**
+   * Replicas of the JetStream stream (and of its shard consumers): 1 for a single
+   * nats-server, 3 (or 5) on a NATS cluster so an acknowledged event survives the loss of a
+   * node and its disk. An existing stream is raised to it, never lowered.
+   */
+  TIDEMARK_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   /** JetStream stream max age in hours (how long an unprocessed message is kept). */
   STREAM_MAX_AGE_HOURS: intFrom(168, 1),
   SESSION_TIMEOUT_MINUTES: intFrom(30, 1),
+  /**
+   * Which request headers may name the client's address (comma list, any of IP_HEADERS, or
+   * `none` for the socket address only). Unset: all of them, in OpenPanel's order. Narrow
+   * it to what your proxy or CDN sets: a header a client sets itself can claim any address.
+   */
+  TRUSTED_IP_HEADERS: z
+    .string()
+    .optional()
+    .transform((raw, ctx): IpHeader[] | undefined => {
+      const text = raw?.trim().toLowerCase() ?? '';
+      if (text === '') return undefined;
+      if (text === 'none') return [];
+      const names = text.split(',').map((s) => s.trim()).filter(Boolean);
+      const unknown = names.filter((n) => !(IP_HEADERS as readonly string[]).includes(n));
+      if (unknown.length) {
+        ctx.addIssue({ code: 'custom', message: `unknown header ${unknown.join(', ')}; use any of ${IP_HEADERS.join(', ')}, or none` });
+        return z.NEVER;
+      }
+      return names as IpHeader[];
+    }),
 });
 
 export type Config = z.infer<typeof EnvSchema>;
+
+/** nats://host:port, tls://host:port or a bare host[:port], as the Node NATS client takes them. */
+function isServerUrl(s: string): boolean {
+  try {
+    const u = new URL(s.includes('://') ? s : `nats://${s}`);
+    return ['nats:', 'tls:'].includes(u.protocol) && u.hostname.length > 0 && !/\s/.test(s);
+  } catch {
+    return false;
+  }
+}
 
 /** Checks between settings. */
 const CheckedSchema = EnvSchema.superRefine((c, ctx) => {

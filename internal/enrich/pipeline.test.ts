@@ -103,7 +103,8 @@ test('a bot is flagged, not dropped, and still enriched', () => {
   assert.equal(result.event.botReason, 'Googlebot');
   assert.equal(result.event.device, 'server');
   assert.equal(result.event.country, 'US');
-  assert.equal(result.event.referrer_type, '');
+  // No external referrer: the page URL's utm_source=newsletter names the source (unlisted: unknown).
+  assert.deepEqual([result.event.referrer, result.event.referrer_name, result.event.referrer_type], ['', 'newsletter', 'unknown']);
   assert.deepEqual(drops, []);
 });
 
@@ -114,8 +115,10 @@ test('a custom event with a bare path, own-host referrer, IPv6 and no user-agent
   assert.ok(result.ok);
   const e = result.event;
   assert.deepEqual([e.origin, e.path, e.utm_source], ['', '/signup', 'x']);
-  assert.deepEqual([e.referrer, e.referrer_name, e.referrer_type], ['', '', '']);
+  // The own-host referrer is no referrer; utm_source=x then names the source: x.com is Twitter's.
+  assert.deepEqual([e.referrer, e.referrer_name, e.referrer_type], ['', 'Twitter', 'social']);
   assert.equal(e.device, 'server');
+  assert.equal(e.serverSide, true);
   assert.equal(e.isBot, false);
   assert.equal(e.country, 'CA');
 });

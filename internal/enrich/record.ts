@@ -14,6 +14,8 @@ export function blankEventRecord(partial: Partial<EventRecord> = {}): EventRecor
     groups: [],
     ip: null,
     userAgent: null,
+    deviceOverrides: null,
+    serverSide: false,
     url: null,
     origin: '',
     path: '',

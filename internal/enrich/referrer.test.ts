@@ -94,3 +94,42 @@ test('the step writes the three fields and leaves the rest alone', () => {
   assert.ok(again.ok);
   assert.equal(again.event.referrer_name, 'Bing');
 });
+
+test('no external referrer: utm_source, ref or utm_referrer in the page URL names it (list name and type, else the value, unknown)', async () => {
+  const { createSourceClassifier } = await import('./referrer');
+  const source = createSourceClassifier();
+  assert.deepEqual(source(null, 'https://shop.example.com/?utm_source=twitter'), { referrer: '', referrer_name: 'Twitter', referrer_type: 'social' });
+  assert.deepEqual(source('', 'https://shop.example.com/?ref=producthunt'), { referrer: '', referrer_name: 'producthunt', referrer_type: 'unknown' });
+  assert.deepEqual(source(null, '/landing?utm_referrer=google'), { referrer: '', referrer_name: 'Google', referrer_type: 'search' });
+  // a host, a listed name in any case, the value kept as sent when unlisted
+  assert.deepEqual(source(null, 'https://a.example/?utm_source=news.ycombinator.com'), { referrer: '', referrer_name: 'Hacker News', referrer_type: 'social' });
+  assert.deepEqual(source(null, 'https://a.example/?utm_source=hacker%20news'), { referrer: '', referrer_name: 'Hacker News', referrer_type: 'social' });
+  assert.deepEqual(source(null, 'https://a.example/?utm_source=Spring+Newsletter'), { referrer: '', referrer_name: 'Spring Newsletter', referrer_type: 'unknown' });
+  // the list is matched exactly, never by prefix (the package's own URL match would call bufferapp Buffer)
+  assert.deepEqual(source(null, 'https://a.example/?ref=bufferapp'), { referrer: '', referrer_name: 'bufferapp', referrer_type: 'unknown' });
+});
+
+test('utm_source first, then ref, then utm_referrer; an empty one is skipped', async () => {
+  const { createSourceClassifier } = await import('./referrer');
+  const source = createSourceClassifier();
+  assert.equal(source(null, 'https://a.example/?ref=reddit&utm_source=facebook&utm_referrer=bing').referrer_name, 'Facebook');
+  assert.equal(source(null, 'https://a.example/?utm_referrer=bing&ref=reddit').referrer_name, 'Reddit');
+  assert.equal(source(null, 'https://a.example/?utm_source=&ref=%20&utm_referrer=bing').referrer_name, 'Bing');
+  assert.deepEqual(source(null, 'https://a.example/?utm_medium=email'), NO_REFERRER);
+  assert.deepEqual(source(null, null), NO_REFERRER);
+});
+
+test('an external referrer wins over the URL; a same-site referrer is none, so the URL names the source', async () => {
+  const { createSourceClassifier } = await import('./referrer');
+  const source = createSourceClassifier();
+  assert.deepEqual(source('https://www.google.com/', 'https://shop.example.com/?utm_source=twitter'), {
+    referrer: 'https://www.google.com', referrer_name: 'Google', referrer_type: 'search',
+  });
+  assert.deepEqual(source('https://shop.example.com/cart', 'https://shop.example.com/?utm_source=twitter'), {
+    referrer: '', referrer_name: 'Twitter', referrer_type: 'social',
+  });
+  // the step uses it
+  const r = createPutReferrer().run(blankEventRecord({ url: 'https://shop.example.com/?ref=linkedin' }));
+  assert.ok(r.ok);
+  assert.deepEqual([r.event.referrer, r.event.referrer_name, r.event.referrer_type], ['', 'LinkedIn', 'social']);
+});

@@ -118,3 +118,55 @@ test('the step fills the device fields from record.userAgent', () => {
   assert.equal(result.event.model, 'SM-S918B');
   assert.equal(result.event.isBot, false);
 });
+
+test('server-side: no user-agent, node, HTTP libraries and SDK runtimes show no browser and no OS', () => {
+  const serverUas = [
+    null, '', 'node', 'undici', 'okhttp/4.12.0', 'python-requests/2.31.0', 'python-httpx/0.27.0', 'curl/8.4.0',
+    'Wget/1.21.4', 'axios/1.6.8', 'Go-http-client/2.0', 'Java/17.0.2', 'Apache-HttpClient/4.5.14 (Java/17.0.2)',
+    'Dart/3.2 (dart:io)', 'PostmanRuntime/7.36.0', 'Bun/1.1.0', 'Deno/1.40.0',
+  ];
+  const put = createPutUserAgent();
+  for (const ua of serverUas) {
+    const r = put.run(blankEventRecord({ userAgent: ua }));
+    assert.ok(r.ok);
+    assert.equal(r.event.serverSide, true, String(ua));
+    assert.equal(r.event.device, 'server', String(ua));
+  }
+  // A browser, or an app whose user-agent names its OS, is not server-side.
+  for (const ua of [UA.chromeWindows, UA.safariIphone, UA.pixel, 'Dalvik/2.1.0 (Linux; U; Android 14; Pixel 7 Build/UQ1A)', 'MyApp/1.0 (iPhone; iOS 17.4; Scale/3.00)']) {
+    const r = put.run(blankEventRecord({ userAgent: ua }));
+    assert.ok(r.ok);
+    assert.equal(r.event.serverSide, false, ua);
+  }
+});
+
+test('device overrides replace the user-agent values one by one; the event is then not server-side', () => {
+  const put = createPutUserAgent();
+  // A mobile app behind okhttp: every field from the overrides, none from the user-agent.
+  const app = put.run(blankEventRecord({
+    userAgent: 'okhttp/4.12.0',
+    deviceOverrides: { os: 'Android', os_version: '14', device: 'mobile', brand: 'Samsung', model: 'SM-S918B' },
+  }));
+  assert.ok(app.ok);
+  assert.deepEqual(
+    [app.event.device, app.event.os, app.event.os_version, app.event.brand, app.event.model, app.event.browser, app.event.browser_version],
+    ['mobile', 'Android', '14', 'Samsung', 'SM-S918B', '', ''],
+  );
+  assert.equal(app.event.serverSide, false);
+  // Only __os on a server user-agent: 'server' is dropped, the rest unknown.
+  const osOnly = put.run(blankEventRecord({ userAgent: 'node', deviceOverrides: { os: 'iOS' } }));
+  assert.ok(osOnly.ok);
+  assert.deepEqual([osOnly.event.device, osOnly.event.os, osOnly.event.brand], ['', 'iOS', '']);
+  assert.equal(osOnly.event.serverSide, false);
+  // A browser user-agent keeps what is not overridden.
+  const browser = put.run(blankEventRecord({ userAgent: UA.chromeWindows, deviceOverrides: { browser: 'MyShell', browser_version: '2.0' } }));
+  assert.ok(browser.ok);
+  assert.deepEqual(
+    [browser.event.device, browser.event.os, browser.event.os_version, browser.event.browser, browser.event.browser_version],
+    ['desktop', 'Windows', '10', 'MyShell', '2.0'],
+  );
+  // The cached parse is not changed by an override.
+  const plain = put.run(blankEventRecord({ userAgent: UA.chromeWindows }));
+  assert.ok(plain.ok);
+  assert.equal(plain.event.browser, 'Chrome');
+});

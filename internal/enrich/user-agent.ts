@@ -1,9 +1,10 @@
 // Step putUserAgent: device, brand, model, browser, browser_version, os, os_version
-// from the user-agent with ua-parser-js 1.x (MIT; 2.x is AGPL, do not upgrade). The
+// from the user-agent with ua-parser-js 1.x (MIT; 2.x is AGPL, do not upgrade), then the
+// client's `__os` ... `__model` overrides; and whether the event is server-side. The
 // rules follow OpenPanel's packages/common/server/parser-user-agent.ts.
 import { LRUCache } from 'lru-cache';
 import UAParser from 'ua-parser-js';
-import type { DeviceFields } from '../model/event';
+import type { DeviceFields, DeviceOverrides } from '../model/event';
 import { keep, type Step } from './step';
 
 /** What OpenPanel records for a request with no browser behind it: device 'server', rest empty. */
@@ -27,13 +28,24 @@ const MOBILE_RE = /mobi|iphone|ipod|android.+mobile|blackberry|opera mini|iemobi
 const ANDROID_RE = /android/i;
 
 export function parseUserAgent(userAgent: string | null | undefined): DeviceFields {
+  return parseUserAgentInfo(userAgent).fields;
+}
+
+/** What a user-agent tells: its device fields, and whether it is a server (no browser, no OS). */
+export interface UserAgentInfo {
+  fields: DeviceFields;
+  /** No browser and no OS behind it: absent, `node`, `okhttp/4.12.0`, `python-requests/2.31`, `curl/8.4.0`, ... */
+  isServer: boolean;
+}
+
+export function parseUserAgentInfo(userAgent: string | null | undefined): UserAgentInfo {
   const ua = userAgent?.trim() ?? '';
   // OpenPanel: no user-agent at all is a server-side call.
-  if (!ua) return { ...SERVER_DEVICE };
+  if (!ua) return { fields: { ...SERVER_DEVICE }, isServer: true };
   const res = new UAParser(ua).getResult();
   // OpenPanel's isServer: a bare library token, or nothing recognisable at all.
   if (SINGLE_NAME_VERSION_RE.test(ua) || (!res.os.name && !res.browser.name && !res.device.vendor && !res.device.model)) {
-    return { ...SERVER_DEVICE };
+    return { fields: { ...SERVER_DEVICE }, isServer: true };
   }
   let os = res.os.name ?? '';
   let osVersion = res.os.version ?? '';
@@ -43,7 +55,7 @@ export function parseUserAgent(userAgent: string | null | undefined): DeviceFiel
     os = 'iOS';
     osVersion = ipadOs[1].replace(/_/g, '.');
   }
-  return {
+  const fields: DeviceFields = {
     // ua-parser leaves desktops without a type; OpenPanel then falls back to its own regexes.
     device: res.device.type || fallbackDeviceType(ua),
     brand: res.device.vendor ?? '',
@@ -54,6 +66,32 @@ export function parseUserAgent(userAgent: string | null | undefined): DeviceFiel
     os,
     os_version: osVersion,
   };
+  return { fields, isServer: false };
+}
+
+/**
+ * The device fields after the client's own overrides (`__os` ... `__model`): each one sent
+ * replaces the user-agent's value. When the user-agent showed no device at all (a mobile
+ * app behind an HTTP library), its `device: 'server'` is not kept: the fields not
+ * overridden are '' (unknown). `serverSide`: a server user-agent and no override.
+ */
+export function withDeviceOverrides(info: UserAgentInfo, overrides: DeviceOverrides | null | undefined): { fields: DeviceFields; serverSide: boolean } {
+  let any = false;
+  if (overrides) for (const k in overrides) if (overrides[k as keyof DeviceFields]) any = true;
+  if (!any) return { fields: info.fields, serverSide: info.isServer };
+  const base = info.isServer ? NO_DEVICE : info.fields;
+  return { fields: { ...base, ...definedOnly(overrides!) }, serverSide: false };
+}
+
+const NO_DEVICE: Readonly<DeviceFields> = Object.freeze({ device: '', browser: '', browser_version: '', os: '', os_version: '', brand: '', model: '' });
+
+function definedOnly(o: DeviceOverrides): DeviceOverrides {
+  const out: DeviceOverrides = {};
+  for (const k in o) {
+    const v = o[k as keyof DeviceFields];
+    if (typeof v === 'string' && v !== '') out[k as keyof DeviceFields] = v;
+  }
+  return out;
 }
 
 function fallbackDeviceType(ua: string): string {
@@ -70,23 +108,31 @@ export interface UserAgentOptions {
 }
 
 export function createUserAgentParser(opts: UserAgentOptions = {}): (userAgent: string | null | undefined) => DeviceFields {
-  const cache = new LRUCache<string, DeviceFields>({ max: opts.cacheSize ?? 10_000 });
+  const parse = createUserAgentInfoParser(opts);
+  return (userAgent) => parse(userAgent).fields;
+}
+
+function createUserAgentInfoParser(opts: UserAgentOptions = {}): (userAgent: string | null | undefined) => UserAgentInfo {
+  const cache = new LRUCache<string, UserAgentInfo>({ max: opts.cacheSize ?? 10_000 });
   return (userAgent) => {
     const key = userAgent ?? '';
     const hit = cache.get(key);
     if (hit) return hit;
-    const parsed = Object.freeze(parseUserAgent(userAgent));
+    const info = parseUserAgentInfo(userAgent);
+    const parsed = Object.freeze({ fields: Object.freeze(info.fields), isServer: info.isServer });
     cache.set(key, parsed);
     return parsed;
   };
 }
 
+/** Step putUserAgent: device fields from the user-agent and the client's overrides; the server-side flag. */
 export function createPutUserAgent(opts: UserAgentOptions = {}): Step {
-  const parse = createUserAgentParser(opts);
+  const parse = createUserAgentInfoParser(opts);
   return {
     name: 'putUserAgent',
     run(event) {
-      return keep({ ...event, ...parse(event.userAgent) });
+      const { fields, serverSide } = withDeviceOverrides(parse(event.userAgent), event.deviceOverrides);
+      return keep({ ...event, ...fields, serverSide });
     },
   };
 }

@@ -21,7 +21,11 @@
 //   longitude; device -> device, browser, browserVersion, os, osVersion, brand, model;
 //   referrer -> referrer, referrerName, referrerType, utmSource, utmMedium, utmCampaign,
 //   utmTerm, utmContent. (profile and meta are nested objects as in OpenPanel's event
-//   list; the other groups are top-level fields, also as in OpenPanel.)
+//   list; the other groups are top-level fields, also as in OpenPanel.) `includes` also
+//   takes any single event column, by its column or its field name (`region`, `city`,
+//   `groups`, `os_version` or `osVersion`, `received_at` or `receivedAt`, ...): that field
+//   is added at the top level (params.ts EXPORT_COLUMNS). `device`, `referrer` and
+//   `properties` name their group, which holds the column of the same name.
 //
 // Pagination (`page`, `limit`, `cursor`):
 // - A walk over the pages is anchored: the newest matching (created_at, id) when the walk
@@ -56,6 +60,9 @@ import { compileAll, SqlParams } from '../query/filters';
 import { addDays, instantOfWallClock, parseLocalDate, startOfDay } from '../query/period';
 import {
   encodeCursor,
+  EXPORT_COLUMNS,
+  type ExportField,
+  type ExportIncludeGroup,
   type EventsParams,
   type ExportCursor,
   type ExportInclude,
@@ -124,6 +131,11 @@ export interface ExportedEvent {
   utmCampaign?: string;
   utmTerm?: string;
   utmContent?: string;
+  /** Single columns named in `includes` (the meta group nests these under `meta`). */
+  receivedAt?: string;
+  durationMs?: number | null;
+  isBot?: boolean;
+  botReason?: string | null;
 }
 
 export interface EventsPageMeta {
@@ -194,36 +206,73 @@ function whereSql(q: EventQuery, p: SqlParams): string {
   return c.join('\n  AND ');
 }
 
-const INCLUDE_COLUMNS: Record<Exclude<ExportInclude, 'profile'>, string[]> = {
-  meta: ['e.duration_ms::float8 AS duration_ms', 'e.is_bot', 'e.bot_reason', 'e.received_at'],
-  properties: ['e.properties', 'e.groups'],
-  geo: ['e.country', 'e.region', 'e.city', 'e.latitude', 'e.longitude'],
-  device: ['e.device', 'e.browser', 'e.browser_version', 'e.os', 'e.os_version', 'e.brand', 'e.model'],
-  referrer: ['e.referrer', 'e.referrer_name', 'e.referrer_type', 'e.utm_source', 'e.utm_medium', 'e.utm_campaign', 'e.utm_term', 'e.utm_content'],
-};
+/** Columns every row carries (the base fields). */
+const BASE_COLUMNS = [
+  'e.id', 'e.name', 'e.device_id', 'e.profile_id', 'e.session_id', 'e.project_id', 'e.created_at',
+  `${TS_TEXT('e.created_at')} AS ts`, 'e.path', 'e.origin', 'e.title',
+];
+const BASE_FIELDS: ReadonlySet<ExportField> = new Set(['id', 'name', 'deviceId', 'profileId', 'sessionId', 'projectId', 'createdAt', 'path', 'origin', 'title']);
 
-function selectSql(includes: readonly ExportInclude[]): { columns: string; join: string } {
-  const cols = [
-    'e.id', 'e.name', 'e.device_id', 'e.profile_id', 'e.session_id', 'e.project_id', 'e.created_at',
-    `${TS_TEXT('e.created_at')} AS ts`, 'e.path', 'e.origin', 'e.title',
-  ];
-  let join = '';
-  for (const inc of includes) {
-    if (inc === 'profile') {
-      cols.push('pr.id AS p_id', 'pr.first_name AS p_first_name', 'pr.last_name AS p_last_name', 'pr.email AS p_email', 'pr.properties AS p_properties', 'pr.groups AS p_groups');
-      join = 'LEFT JOIN profiles pr ON pr.project_id = e.project_id AND pr.id = e.profile_id';
-    } else {
-      cols.push(...INCLUDE_COLUMNS[inc]);
-    }
-  }
-  return { columns: cols.join(', '), join };
-}
+/** The single columns each flat group adds (profile and meta are nested objects, apart). */
+const GROUP_FIELDS: Record<Exclude<ExportIncludeGroup, 'profile' | 'meta'>, ExportField[]> = {
+  properties: ['properties', 'groups'],
+  geo: ['country', 'region', 'city', 'latitude', 'longitude'],
+  device: ['device', 'browser', 'browserVersion', 'os', 'osVersion', 'brand', 'model'],
+  referrer: ['referrer', 'referrerName', 'referrerType', 'utmSource', 'utmMedium', 'utmCampaign', 'utmTerm', 'utmContent'],
+};
+const META_COLUMNS = ['e.duration_ms::float8 AS duration_ms', 'e.is_bot', 'e.bot_reason', 'e.received_at'];
+const PROFILE_COLUMNS = ['pr.id AS p_id', 'pr.first_name AS p_first_name', 'pr.last_name AS p_last_name', 'pr.email AS p_email', 'pr.properties AS p_properties', 'pr.groups AS p_groups'];
+
+/** How one column is selected (alias = its column name) and read back into its field. */
+const selectOf = (field: ExportField): string => (field === 'durationMs' ? 'e.duration_ms::float8 AS duration_ms' : `e.${EXPORT_COLUMNS[field]}`);
 
 type Row = Record<string, unknown>;
 
 const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
 
-/** One row as the exported event object (field groups by `includes`). */
+function fieldValue(field: ExportField, r: Row): unknown {
+  const v = r[EXPORT_COLUMNS[field]];
+  switch (field) {
+    case 'receivedAt': return iso(v);
+    case 'durationMs': return v === null || v === undefined ? null : Number(v);
+    case 'latitude':
+    case 'longitude':
+    case 'botReason':
+      return v ?? null;
+    default: return v;
+  }
+}
+
+/** The single-column fields the includes ask for, beyond the base fields, in a stable order. */
+function flatFields(includes: readonly ExportInclude[]): ExportField[] {
+  const out = new Set<ExportField>();
+  for (const inc of includes) {
+    if (typeof inc === 'object') {
+      if (!BASE_FIELDS.has(inc.field)) out.add(inc.field);
+    } else if (inc !== 'profile' && inc !== 'meta') {
+      for (const f of GROUP_FIELDS[inc]) out.add(f);
+    }
+  }
+  return [...out];
+}
+
+function selectSql(includes: readonly ExportInclude[]): { columns: string; join: string } {
+  const cols = [...BASE_COLUMNS];
+  let join = '';
+  if (includes.includes('profile')) {
+    cols.push(...PROFILE_COLUMNS);
+    join = 'LEFT JOIN profiles pr ON pr.project_id = e.project_id AND pr.id = e.profile_id';
+  }
+  const selected = new Set(cols);
+  const add = (c: string) => {
+    if (!selected.has(c)) selected.add(c), cols.push(c);
+  };
+  if (includes.includes('meta')) META_COLUMNS.forEach(add);
+  for (const f of flatFields(includes)) add(selectOf(f));
+  return { columns: cols.join(', '), join };
+}
+
+/** One row as the exported event object (fields by `includes`). */
 export function toExportedEvent(r: Row, includes: readonly ExportInclude[]): ExportedEvent {
   const out: ExportedEvent = {
     id: r.id as string,
@@ -237,60 +286,28 @@ export function toExportedEvent(r: Row, includes: readonly ExportInclude[]): Exp
     origin: r.origin as string,
     title: r.title as string,
   };
-  for (const inc of includes) {
-    switch (inc) {
-      case 'profile':
-        out.profile = r.p_id === null || r.p_id === undefined
-          ? null
-          : {
-              id: r.p_id as string,
-              firstName: (r.p_first_name as string | null) ?? null,
-              lastName: (r.p_last_name as string | null) ?? null,
-              email: (r.p_email as string | null) ?? null,
-              properties: (r.p_properties as Record<string, unknown>) ?? {},
-              groups: (r.p_groups as string[]) ?? [],
-            };
-        break;
-      case 'meta':
-        out.meta = {
-          durationMs: r.duration_ms === null || r.duration_ms === undefined ? null : Number(r.duration_ms),
-          isBot: r.is_bot as boolean,
-          botReason: (r.bot_reason as string | null) ?? null,
-          receivedAt: iso(r.received_at),
+  if (includes.includes('profile')) {
+    out.profile = r.p_id === null || r.p_id === undefined
+      ? null
+      : {
+          id: r.p_id as string,
+          firstName: (r.p_first_name as string | null) ?? null,
+          lastName: (r.p_last_name as string | null) ?? null,
+          email: (r.p_email as string | null) ?? null,
+          properties: (r.p_properties as Record<string, unknown>) ?? {},
+          groups: (r.p_groups as string[]) ?? [],
         };
-        break;
-      case 'properties':
-        out.properties = r.properties as Record<string, unknown>;
-        out.groups = r.groups as string[];
-        break;
-      case 'geo':
-        out.country = r.country as string;
-        out.region = r.region as string;
-        out.city = r.city as string;
-        out.latitude = (r.latitude as number | null) ?? null;
-        out.longitude = (r.longitude as number | null) ?? null;
-        break;
-      case 'device':
-        out.device = r.device as string;
-        out.browser = r.browser as string;
-        out.browserVersion = r.browser_version as string;
-        out.os = r.os as string;
-        out.osVersion = r.os_version as string;
-        out.brand = r.brand as string;
-        out.model = r.model as string;
-        break;
-      case 'referrer':
-        out.referrer = r.referrer as string;
-        out.referrerName = r.referrer_name as string;
-        out.referrerType = r.referrer_type as string;
-        out.utmSource = r.utm_source as string;
-        out.utmMedium = r.utm_medium as string;
-        out.utmCampaign = r.utm_campaign as string;
-        out.utmTerm = r.utm_term as string;
-        out.utmContent = r.utm_content as string;
-        break;
-    }
   }
+  if (includes.includes('meta')) {
+    out.meta = {
+      durationMs: fieldValue('durationMs', r) as number | null,
+      isBot: r.is_bot as boolean,
+      botReason: (r.bot_reason as string | null) ?? null,
+      receivedAt: iso(r.received_at),
+    };
+  }
+  const target = out as unknown as Record<string, unknown>;
+  for (const f of flatFields(includes)) target[f] = fieldValue(f, r);
   return out;
 }
 

@@ -63,6 +63,11 @@ describe('export events params', () => {
   it('includes: repeated and comma-separated; unknown is a 400', () => {
     assert.deepEqual(parseEventsParams(q('includes=profile,meta&includes=geo')).includes, ['profile', 'meta', 'geo']);
     rejects(parseEventsParams, 'includes=profile,nope', ['includes', '1']);
+    // single event columns, by column or field name; a group name stays the group
+    assert.deepEqual(parseEventsParams(q('includes=region,city,groups,os_version,osVersion,device,received_at')).includes, [
+      { field: 'region' }, { field: 'city' }, { field: 'groups' }, { field: 'osVersion' }, { field: 'osVersion' }, 'device', { field: 'receivedAt' },
+    ]);
+    rejects(parseEventsParams, 'includes=region,session_id_x', ['includes', '1']);
   });
 
   it('page and limit', () => {

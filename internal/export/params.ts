@@ -59,8 +59,47 @@ function zodIssues(err: z.ZodError, prefix: string[] = []): Issue[] {
 // ---------------------------------------------------------------------------------------
 // GET /export/events
 
-export const EXPORT_INCLUDES = ['profile', 'meta', 'properties', 'geo', 'device', 'referrer'] as const;
-export type ExportInclude = (typeof EXPORT_INCLUDES)[number];
+/** The documented include groups (OpenPanel's `select` groups). */
+export const EXPORT_INCLUDE_GROUPS = ['profile', 'meta', 'properties', 'geo', 'device', 'referrer'] as const;
+export type ExportIncludeGroup = (typeof EXPORT_INCLUDE_GROUPS)[number];
+
+/**
+ * Every event column an export row can carry, by its field name in the row (OpenPanel's
+ * camelCase) and its column. `includes` accepts either spelling of any of them (OpenPanel
+ * selects single columns by field name: `region`, `city`, `groups`, `referrerName`).
+ * The first ten are in every row anyway; naming them is allowed and changes nothing.
+ */
+export const EXPORT_COLUMNS = {
+  id: 'id', name: 'name', deviceId: 'device_id', profileId: 'profile_id', sessionId: 'session_id',
+  projectId: 'project_id', createdAt: 'created_at', path: 'path', origin: 'origin', title: 'title',
+  properties: 'properties', groups: 'groups',
+  country: 'country', region: 'region', city: 'city', latitude: 'latitude', longitude: 'longitude',
+  device: 'device', browser: 'browser', browserVersion: 'browser_version', os: 'os', osVersion: 'os_version', brand: 'brand', model: 'model',
+  referrer: 'referrer', referrerName: 'referrer_name', referrerType: 'referrer_type',
+  utmSource: 'utm_source', utmMedium: 'utm_medium', utmCampaign: 'utm_campaign', utmTerm: 'utm_term', utmContent: 'utm_content',
+  receivedAt: 'received_at', durationMs: 'duration_ms', isBot: 'is_bot', botReason: 'bot_reason',
+} as const;
+export type ExportField = keyof typeof EXPORT_COLUMNS;
+
+/** Column name or field name -> field name. */
+const FIELD_BY_NAME: ReadonlyMap<string, ExportField> = new Map(
+  (Object.entries(EXPORT_COLUMNS) as [ExportField, string][]).flatMap(([field, column]) => [[field, field], [column, field]] as [string, ExportField][]),
+);
+
+/** What `includes` accepts: the groups, then every column by either name. */
+export const EXPORT_INCLUDES: readonly string[] = [...new Set<string>([...EXPORT_INCLUDE_GROUPS, ...FIELD_BY_NAME.keys()])];
+
+/** One parsed include: a group, or one column (by its field name). */
+export type ExportInclude = ExportIncludeGroup | { field: ExportField };
+
+const isGroup = (v: string): v is ExportIncludeGroup => (EXPORT_INCLUDE_GROUPS as readonly string[]).includes(v);
+
+/** A group name is the group (`device`, `referrer`, `properties` are also columns: the group holds them); else the column. */
+export function includeOf(name: string): ExportInclude | null {
+  if (isGroup(name)) return name;
+  const field = FIELD_BY_NAME.get(name);
+  return field ? { field } : null;
+}
 export const EXPORT_DEFAULT_LIMIT = 50;
 export const EXPORT_MAX_LIMIT = 1000;
 /** Deep enough for any real export; keeps (page - 1) * limit a safe integer. */
@@ -180,7 +219,11 @@ export const eventsSchema = z.object({
   end: timeBoundSchema.optional(),
   page: positiveInt(EXPORT_MAX_PAGE, 'page').optional(),
   limit: positiveInt(EXPORT_MAX_LIMIT, 'limit').default(EXPORT_DEFAULT_LIMIT),
-  includes: z.array(z.enum(EXPORT_INCLUDES, { message: `Unknown include; use ${EXPORT_INCLUDES.join(', ')}` })),
+  includes: z.array(
+    z.string().refine((v) => includeOf(v) !== null, {
+      message: `Unknown include; use a group (${EXPORT_INCLUDE_GROUPS.join(', ')}) or an event column (${Object.values(EXPORT_COLUMNS).join(', ')})`,
+    }),
+  ),
   filters: filtersParamSchema.default([]),
   cursor: z.string().optional(),
   format: z.enum(EXPORT_FORMATS, { message: 'Expected json or ndjson' }).default('json'),
@@ -245,7 +288,7 @@ export function parseEventsParams(query: URLSearchParams): EventsParams {
     end: d.end,
     page: d.page,
     limit: d.limit,
-    includes: [...new Set(d.includes)],
+    includes: [...new Set(d.includes)].map((name) => includeOf(name)!),
     filters: d.filters,
     cursor,
     format: d.format,
@@ -272,7 +315,7 @@ export const MAX_BREAKDOWNS = 3;
 export const CHART_DEFAULT_LIMIT = 100;
 export const CHART_MAX_LIMIT = 1000;
 
-const seriesItemSchema = z
+export const seriesItemSchema = z
   .object({
     name: z.string().min(1, 'An event name or * is required').max(200).refine(noNul, 'Must not contain NUL characters'),
     filters: z.array(filterSchema).max(MAX_FILTERS, `At most ${MAX_FILTERS} filters`).default([]),
@@ -320,7 +363,7 @@ function jsonParam<S extends z.ZodType>(schema: S, what: string) {
     .pipe(schema);
 }
 
-const breakdownSchema = z.object({
+export const breakdownSchema = z.object({
   name: z.string().refine(isFilterName, { message: 'Unknown breakdown; use a filterable column or properties.<key>' }).refine(noNul, 'Must not contain NUL characters'),
 });
 

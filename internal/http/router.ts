@@ -48,9 +48,20 @@ export class Router {
     return this.routes.find((r) => matchSegments(r.segments, parts))?.family ?? 'read';
   }
 
-  corsPath(path: string): boolean {
+  /**
+   * Which CORS preflight a path gets: 'ingest' (its routes' project origins), 'read'
+   * (insights and export: any origin, they need a secret), or null (no preflight: the
+   * usual 404/405).
+   */
+  preflightOf(path: string): 'ingest' | 'read' | null {
     const parts = path.split('/').filter(Boolean);
-    return this.routes.some((r) => r.cors && matchSegments(r.segments, parts));
+    let read = false;
+    for (const r of this.routes) {
+      if (!matchSegments(r.segments, parts)) continue;
+      if (r.cors) return 'ingest';
+      if (r.family === 'read') read = true;
+    }
+    return read ? 'read' : null;
   }
 }
 

@@ -7,7 +7,8 @@ import { loadNativeUws, type UWS } from './uws';
 import { Router } from './router';
 import { errorResponse } from './respond';
 import { BadRequestError, HttpError, PayloadTooLargeError, ServiceUnavailableError } from './errors';
-import type { HttpRequest, HttpResponse, RouteFamily } from './types';
+import type { HttpRequest, HttpResponse, RouteFamily, SocketRoute } from './types';
+import { attachSocketRoute, OpenSockets } from './websocket';
 
 export interface ServerOptions {
   router: Router;
@@ -19,6 +20,8 @@ export interface ServerOptions {
   /** Called once per answered request. */
   onResponse?: (info: { route: string; method: string; status: number; seconds: number; requestId: string }) => void;
   onError?: (err: unknown, req: { method: string; path: string; requestId: string }) => void;
+  /** WebSocket routes (internal/http/websocket.ts); a plain GET on their path goes to the router. */
+  sockets?: SocketRoute[];
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -38,6 +41,18 @@ export const INGEST_CORS_HEADERS = {
   'Access-Control-Max-Age': '86400',
 };
 
+/**
+ * Insights and export: any origin (every request needs a client secret, so no origin list
+ * applies), so a dashboard in a browser can call them and read the rate-limit headers.
+ */
+export const READ_CORS_HEADERS = {
+  'Access-Control-Allow-Origin': '*',
+  'Access-Control-Allow-Methods': 'GET, OPTIONS',
+  'Access-Control-Allow-Headers': 'service-client-id, service-client-secret, openpanel-client-id, openpanel-client-secret, content-type, x-request-id',
+  'Access-Control-Max-Age': '86400',
+};
+const READ_EXPOSE_HEADERS = 'X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, x-request-id';
+
 export class HttpServer {
   private app: UWS.TemplatedApp | null = null;
   private listenSocket: UWS.us_listen_socket | null = null;
@@ -45,6 +60,7 @@ export class HttpServer {
   private draining = false;
   private idleWaiters: (() => void)[] = [];
   private uws = loadNativeUws();
+  private readonly openSockets = new OpenSockets();
   /** Request ids: a random per-process prefix and a counter (unique, and cheap on the hot path). */
   private readonly idPrefix = `${randomBytes(4).toString('hex')}-`;
   private requestCounter = 0;
@@ -56,8 +72,20 @@ export class HttpServer {
     return this.draining;
   }
 
+  /** WebSocket connections open now. */
+  get openSocketCount(): number {
+    return this.openSockets.size;
+  }
+
   async listen(): Promise<number> {
     const app = this.uws.App();
+    for (const route of this.opts.sockets ?? []) {
+      attachSocketRoute(this.uws, app, route, this.openSockets, {
+        isDraining: () => this.draining,
+        nextRequestId: () => this.nextRequestId(),
+        onError: (err, where) => this.opts.onError?.(err, { method: 'GET', ...where }),
+      });
+    }
     app.any('/*', (res, req) => this.onRequest(res, req));
     this.app = app;
     return new Promise((resolve, reject) => {
@@ -87,6 +115,7 @@ export class HttpServer {
    * drain): a uWS loop with open sockets would keep an API worker thread alive.
    */
   close(): void {
+    this.openSockets.closeAll(1001, 'server shutting down; reconnect');
     if (this.listenSocket) this.uws.us_listen_socket_close(this.listenSocket);
     this.listenSocket = null;
     // Not in the bundled typings, present in the binary.
@@ -117,10 +146,11 @@ export class HttpServer {
       return ex.fail(Object.assign(new ServiceUnavailableError('server is over capacity; retry with backoff'), { headers: { 'Retry-After': '1' } }));
     }
     const router = this.opts.router;
-    if (ex.method === 'OPTIONS' && router.corsPath(ex.path)) {
-      ex.family = 'ingest';
+    const preflight = ex.method === 'OPTIONS' ? router.preflightOf(ex.path) : null;
+    if (preflight) {
+      ex.family = preflight;
       ex.routeName = 'preflight';
-      return ex.send({ status: 204, headers: INGEST_CORS_HEADERS });
+      return ex.send({ status: 204, headers: preflight === 'ingest' ? INGEST_CORS_HEADERS : READ_CORS_HEADERS });
     }
     let match: ReturnType<Router['match']>;
     try {
@@ -327,6 +357,9 @@ class Exchange {
     if (this.family === 'ingest' && origin) {
       res.writeHeader('Access-Control-Allow-Origin', origin);
       res.writeHeader('Vary', 'Origin');
+    } else if (this.family === 'read' && this.routeName !== 'preflight' && this.routeName !== 'unmatched') {
+      res.writeHeader('Access-Control-Allow-Origin', '*');
+      res.writeHeader('Access-Control-Expose-Headers', READ_EXPOSE_HEADERS);
     }
     if (r.headers) for (const k in r.headers) res.writeHeader(k, r.headers[k]!);
   }

@@ -29,3 +29,46 @@ export interface HttpResponse {
 }
 
 export type Handler = (req: HttpRequest) => Promise<HttpResponse>;
+
+/** What a WebSocket route sees of the upgrade request (copied before uWS discards it). */
+export interface SocketRequest {
+  path: string;
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** Lower-case header names. */
+  headers: Record<string, string>;
+  remoteAddress: string;
+  requestId: string;
+}
+
+/** One open WebSocket, as a route uses it. */
+export interface SocketConnection {
+  /**
+   * Sends a text message. False when the socket is closed, or when it was closed now because
+   * its peer does not read (more than the route's maxBufferedBytes waiting to be sent).
+   */
+  send(text: string): boolean;
+  /** Closes with a close frame (code, and a reason cut to the 123 bytes the protocol allows). */
+  close(code: number, reason: string): void;
+  readonly isClosed: boolean;
+}
+
+export interface SocketHandlers {
+  /** A message from the peer (text, or binary as bytes). */
+  message(data: string | Buffer): void;
+  /** The socket closed, for whatever reason (peer, timeout, server). Called once. */
+  closed(code: number): void;
+}
+
+export interface SocketRoute {
+  /** uWS pattern with :params, e.g. /insights/:projectId/live (plain GETs fall through to the HTTP routes). */
+  pattern: string;
+  /** Largest message accepted from the peer; a larger one closes the socket (1009). Default 4 KiB. */
+  maxMessageBytes?: number;
+  /** Bytes allowed to wait for a peer that does not read before the socket is closed. Default 64 KiB. */
+  maxBufferedBytes?: number;
+  /** Seconds without any frame (uWS pings the peer before that) before the socket is closed. Default 120. */
+  idleTimeoutSeconds?: number;
+  /** Called when the socket is open; returns its handlers. */
+  accept(req: SocketRequest, socket: SocketConnection): SocketHandlers;
+}

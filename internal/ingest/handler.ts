@@ -9,6 +9,7 @@ import type { HttpRequest, HttpResponse } from '../http/types';
 import { shardOf } from '../bus/bus';
 import { deviceWindow, rateHeaders, type Gate, type GateResult } from '../ratelimit/gate';
 import { OpTooLargeError, type Batcher } from './batcher';
+import { DEFAULT_IP_HEADERS, type IpHeaderOrder } from './client-ip';
 import { GenerationalCache } from './cache';
 import { DeviceIdCache, type SaltKeeper } from './identity';
 import { dedupeMsgId, dedupeOpId, takeIdempotencyKey } from './idempotency';
@@ -22,6 +23,8 @@ export interface IngestDeps {
   batcher: Batcher;
   subjectFor: (projectId: string, shard: number) => string;
   shards: number;
+  /** Headers that may name the client's address (TRUSTED_IP_HEADERS); default all of client-ip.ts IP_HEADERS. */
+  ipHeaders?: IpHeaderOrder;
   now?: () => number;
   /** Redis could not be asked: the request goes on without rate limit and live update. */
   onDegraded?: (what: string, err: unknown) => void;
@@ -102,6 +105,7 @@ const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, s
 
 export function ingestRoutes(deps: IngestDeps): Route[] {
   const now = deps.now ?? Date.now;
+  const ipHeaders = deps.ipHeaders ?? DEFAULT_IP_HEADERS;
   const botVerdicts = new GenerationalCache<string, boolean>(10_000);
   const deviceIds = new DeviceIdCache(50_000);
   const isBotUa = (ua: string | null) => {
@@ -140,7 +144,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     const userAgent = req.headers['user-agent'] ?? null;
     const ctx: OpContext = { projectId, receivedMs, userAgent, ip: null };
     const planned = plan(body, ctx);
-    const ip = clientIpOf(req, planned.ipOverride);
+    const ip = clientIpOf(req, planned.ipOverride, ipHeaders);
     let deviceId: string;
     let previousDeviceId = '';
     const window = deviceWindow(receivedMs);

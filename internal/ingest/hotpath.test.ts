@@ -8,8 +8,9 @@ import fc from 'fast-check';
 import { GenerationalCache } from './cache';
 import { DeviceIdCache, deviceIdFor } from './identity';
 import { checkStorable } from './handler';
-import { clientIp, clientIpOf, isoTime, splitReserved } from './ops';
-import { parseIsoMs, ReservedProps, RESERVED_KEYS } from './schemas';
+import { clientIp, clientIpOf, CONSUMED_KEYS, ConsumedProps, isoTime, splitReserved } from './ops';
+import { parseIsoMs } from './schemas';
+import { deviceOverridesOf } from './device-overrides';
 import { BadRequestError } from '../http/errors';
 
 test('GenerationalCache: hits, promotion from the previous generation, at most max entries', () => {
@@ -91,22 +92,22 @@ test('checkStorable reports the same fault as the stack-based original, whatever
   }), { numRuns: 3000 });
 });
 
-/** splitReserved before the fast path: zod decides every reserved value. */
+/** splitReserved before the fast path: zod decides every reserved value (and device override). */
 function referenceSplit(props: Record<string, unknown> | undefined, path: string[]) {
   const properties: Record<string, unknown> = {};
   const raw: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(props ?? {})) {
-    if (RESERVED_KEYS.includes(k)) raw[k] = v;
+    if (CONSUMED_KEYS.includes(k)) raw[k] = v;
     else properties[k] = v;
   }
-  const parsed = ReservedProps.safeParse(raw);
+  const parsed = ConsumedProps.safeParse(raw);
   if (!parsed.success) throw BadRequestError.fromZod(parsed.error, path);
   const r = parsed.data;
   return {
     properties,
     reserved: {
       timestampMs: r.__timestamp ? parseIsoMs(r.__timestamp) : null, ip: r.__ip ?? null, deviceId: r.__deviceId ?? null,
-      url: r.__path ?? null, title: r.__title ?? null, referrer: r.__referrer ?? null,
+      url: r.__path ?? null, title: r.__title ?? null, referrer: r.__referrer ?? null, device: deviceOverridesOf(r),
     },
   };
 }
@@ -123,9 +124,10 @@ test('splitReserved: the fast path returns what zod returns, and zod still words
   const reservedValue = fc.oneof(
     fc.string(), fc.integer(), fc.constant(null), fc.boolean(), fc.array(fc.string(), { maxLength: 2 }),
     fc.constantFrom('', ' ', '  1.2.3.4 ', '2026-11-22', '2026-11-22T10:11:12Z', '2026-02-30T00:00:00Z', '2026-11-22 10:11', '2026-11-22T25:00:00Z',
-      '2026-11-22t10:11:12.123456789+02:00', 'not a date', len(64), len(65), ` ${len(64)} `, len(128), len(129), len(2048), len(2049), len(8192), len(8193), '\uD800'),
+      '2026-11-22t10:11:12.123456789+02:00', 'not a date', len(64), len(65), ` ${len(64)} `, len(128), len(129), len(256), len(257), ` ${len(256)} `, len(2048), len(2049), len(8192), len(8193), '\uD800'),
+    fc.double(), fc.constant(17.4), fc.constant({}),
   );
-  const props = fc.dictionary(fc.oneof(fc.constantFrom(...RESERVED_KEYS), fc.string({ maxLength: 6 })), reservedValue, { maxKeys: 8 });
+  const props = fc.dictionary(fc.oneof(fc.constantFrom(...CONSUMED_KEYS), fc.string({ maxLength: 6 })), reservedValue, { maxKeys: 8 });
   fc.assert(fc.property(fc.option(props, { nil: undefined }), (p) => {
     assert.deepEqual(result(() => splitReserved(p, ['payload', 'properties'])), result(() => referenceSplit(p, ['payload', 'properties'])));
   }), { numRuns: 5000 });

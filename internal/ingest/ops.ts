@@ -1,9 +1,10 @@
 // Pure request-to-operation logic: reserved keys, event time, and the queued op.
 import { randomFillSync } from 'node:crypto';
-import { isIP } from 'node:net';
 import { v7 as uuidv7 } from 'uuid';
 import { BadRequestError } from '../http/errors';
-import type { QueuedOp } from '../model/event';
+import type { DeviceOverrides, QueuedOp, QueuedTrack } from '../model/event';
+import { asIp, DEFAULT_IP_HEADERS, ipFromHeaders, type IpHeaderOrder } from './client-ip';
+import { DEVICE_OVERRIDE_KEY_LIST, DeviceOverrideProps, deviceOverridesFast, deviceOverridesOf } from './device-overrides';
 import { ISO_DATE_TIME, parseIsoMs, ReservedProps, RESERVED_KEYS, type EventBodyT, type TrackBodyT } from './schemas';
 
 /**
@@ -51,16 +52,22 @@ export interface Reserved {
   url: string | null;
   title: string | null;
   referrer: string | null;
+  /** `__os` ... `__model` (device-overrides.ts); null when none applies. */
+  device: DeviceOverrides | null;
 }
 
-const RESERVED_SET = new Set(RESERVED_KEYS);
+/** Every `__` key that is consumed: the reserved keys and the device overrides (one zod object, one 400). */
+export const ConsumedProps = ReservedProps.extend(DeviceOverrideProps.shape);
+export const CONSUMED_KEYS: readonly string[] = [...RESERVED_KEYS, ...DEVICE_OVERRIDE_KEY_LIST];
+const CONSUMED_SET = new Set(CONSUMED_KEYS);
+const OVERRIDE_SET = new Set<string>(DEVICE_OVERRIDE_KEY_LIST);
 
 /**
  * The reserved values ReservedProps would accept, as it would output them, without running
  * zod (the common case: plain strings within their limits); null when any value needs zod
  * to decide (it then gives the answer, issues included).
  */
-function reservedFast(raw: Record<string, unknown>): Reserved | null {
+function reservedFast(raw: Record<string, unknown>, overrideKeys: readonly string[] | null): Reserved | null {
   const ts = raw.__timestamp;
   const ipRaw = raw.__ip;
   const deviceRaw = raw.__deviceId;
@@ -88,11 +95,14 @@ function reservedFast(raw: Record<string, unknown>): Reserved | null {
   if (url !== undefined && (typeof url !== 'string' || url.length > 8192)) return null;
   if (title !== undefined && (typeof title !== 'string' || title.length > 2048)) return null;
   if (referrer !== undefined && (typeof referrer !== 'string' || referrer.length > 8192)) return null;
+  const device = overrideKeys ? deviceOverridesFast(raw, overrideKeys) : null;
+  if (device === undefined) return null;
   return {
     timestampMs, ip, deviceId,
     url: (url as string | undefined) ?? null,
     title: (title as string | undefined) ?? null,
     referrer: (referrer as string | undefined) ?? null,
+    device,
   };
 }
 
@@ -100,15 +110,18 @@ function reservedFast(raw: Record<string, unknown>): Reserved | null {
 export function splitReserved(props: Record<string, unknown> | undefined, path: string[]): { properties: Record<string, unknown>; reserved: Reserved } {
   const properties: Record<string, unknown> = {};
   const raw: Record<string, unknown> = {};
+  let overrideKeys: string[] | null = null;
   if (props) {
     for (const k of Object.keys(props)) {
-      if (RESERVED_SET.has(k)) raw[k] = props[k];
-      else properties[k] = props[k];
+      if (CONSUMED_SET.has(k)) {
+        raw[k] = props[k];
+        if (OVERRIDE_SET.has(k)) (overrideKeys ??= []).push(k);
+      } else properties[k] = props[k];
     }
   }
-  const fast = reservedFast(raw);
+  const fast = reservedFast(raw, overrideKeys);
   if (fast) return { properties, reserved: fast };
-  const parsed = ReservedProps.safeParse(raw);
+  const parsed = ConsumedProps.safeParse(raw);
   if (!parsed.success) throw BadRequestError.fromZod(parsed.error, path);
   const r = parsed.data;
   return {
@@ -120,6 +133,7 @@ export function splitReserved(props: Record<string, unknown> | undefined, path: 
       url: r.__path ?? null,
       title: r.__title ?? null,
       referrer: r.__referrer ?? null,
+      device: deviceOverridesOf(r),
     },
   };
 }
@@ -130,22 +144,22 @@ export function eventTimeMs(sentMs: number | null, receivedMs: number): number {
   return sentMs;
 }
 
-/** Client IP: x-client-ip, else the socket address; `__ip` overrides both. */
-export function clientIp(headers: Record<string, string>, remoteAddress: string, override: string | null): string | null {
-  return clientIpOf({ headers, remoteAddress }, override);
+/**
+ * Client IP: `__ip`, else the first address the trusted headers name (client-ip.ts: the
+ * single-address headers in order, then the first public x-forwarded-for entry), else the
+ * socket address.
+ */
+export function clientIp(headers: Record<string, string>, remoteAddress: string, override: string | null, order: IpHeaderOrder = DEFAULT_IP_HEADERS): string | null {
+  return clientIpOf({ headers, remoteAddress }, override, order);
 }
 
-/** The candidate as an IP (an IPv4-mapped IPv6 address as IPv4), or null. */
-function asIp(c: string | null | undefined): string | null {
-  if (!c) return null;
-  const ip = c.startsWith('::ffff:') && isIP(c.slice(7)) === 4 ? c.slice(7) : c;
-  return isIP(ip) ? ip : null;
-}
-
-/** `clientIp` of a request; reads `remoteAddress` only when neither `__ip` nor x-client-ip is an IP. */
-export function clientIpOf(req: { readonly headers: Record<string, string>; readonly remoteAddress: string }, override: string | null): string | null {
-  const forwarded = req.headers['x-client-ip'];
-  return asIp(override) ?? asIp(forwarded === undefined ? undefined : forwarded.split(',')[0]!.trim()) ?? asIp(req.remoteAddress);
+/** `clientIp` of a request; reads `remoteAddress` only when neither `__ip` nor a header names an IP. */
+export function clientIpOf(
+  req: { readonly headers: Record<string, string>; readonly remoteAddress: string },
+  override: string | null,
+  order: IpHeaderOrder = DEFAULT_IP_HEADERS,
+): string | null {
+  return asIp(override?.trim()) ?? ipFromHeaders(req.headers, order) ?? asIp(req.remoteAddress);
 }
 
 export interface OpContext {
@@ -205,7 +219,7 @@ class PlannedTrack implements PlannedOp {
   build(deviceId: string, ip: string | null): QueuedOp {
     const at = this.eventMs;
     const reserved = this.reserved;
-    return {
+    const op: QueuedTrack = {
       kind: 'track',
       id: eventId(at),
       projectId: this.ctx.projectId,
@@ -222,6 +236,9 @@ class PlannedTrack implements PlannedOp {
       ip,
       userAgent: this.ctx.userAgent,
     };
+    // Only when sent: the queued JSON of the common event stays as it was.
+    if (reserved.device) op.deviceOverrides = reserved.device;
+    return op;
   }
 }
 

@@ -262,6 +262,15 @@ function matches(filter: Filter, actual: string): boolean {
     case 'startsWith': return anyOf((v) => actual.startsWith(v));
     case 'endsWith': return anyOf((v) => actual.endsWith(v));
     case 'regex': return anyOf((v) => new RegExp(v).test(actual));
+    case 'isNull': return actual === '';
+    case 'isNotNull': return actual !== '';
+    default: {
+      // gt, gte, lt, lte: numbers only; a value that is not a decimal number never matches.
+      const n = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/.test(actual) ? Number(actual) : NaN;
+      if (Number.isNaN(n)) return false;
+      const cmp = { gt: (a: number, b: number) => a > b, gte: (a: number, b: number) => a >= b, lt: (a: number, b: number) => a < b, lte: (a: number, b: number) => a <= b }[filter.operator];
+      return anyOf((v) => cmp(n, Number(v)));
+    }
   }
 }
 

@@ -34,6 +34,12 @@ export interface QueuedTrack extends QueuedBase {
   referrer: string | null; // __referrer
   ip: string | null;
   userAgent: string | null;
+  /**
+   * `__os`, `__osVersion`, `__browser`, `__browserVersion`, `__device`, `__brand`, `__model`
+   * as sent (mobile SDKs behind an HTTP library's user-agent): they replace what the
+   * user-agent gives. Absent when none was sent (and in ops queued before they existed).
+   */
+  deviceOverrides?: DeviceOverrides;
 }
 
 export interface QueuedIdentify extends QueuedBase {
@@ -90,6 +96,9 @@ export interface DeviceFields {
   model: string;
 }
 
+/** Device fields a client sent itself (`__os` ... `__model`); each replaces the user-agent's. */
+export type DeviceOverrides = Partial<DeviceFields>;
+
 /** Geography fields (from the IP). Empty string / null = unknown. */
 export interface GeoFields {
   country: string;
@@ -125,6 +134,14 @@ export interface EventRecord extends DeviceFields, GeoFields, SourceFields {
   groups: string[];
   ip: string | null;
   userAgent: string | null;
+  /** Device fields the client sent (QueuedTrack.deviceOverrides); null when none. */
+  deviceOverrides: DeviceOverrides | null;
+  /**
+   * A server-side event: its user-agent shows no browser and no OS (absent, `node`,
+   * `okhttp/4.12.0`, `curl/8.4.0`, ...) and it carries no device override. Such an event
+   * opens no session (it joins its profile's open session, or none).
+   */
+  serverSide: boolean;
   /** Raw page URL as sent (`__path`), absolute or a path. */
   url: string | null;
   origin: string;

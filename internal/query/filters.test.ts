@@ -95,4 +95,32 @@ describe('filters', () => {
       ],
     );
   });
+
+  it('isNull / isNotNull test the value against empty text (a missing property coalesces to it), no parameter', () => {
+    assert.deepEqual(compile({ name: 'referrer_name', operator: 'isNull', value: [] }, 's'), { sql: "coalesce(s.referrer_name, '') = ''", values: [] });
+    assert.deepEqual(compile({ name: 'properties.plan', operator: 'isNotNull', value: ['ignored'] }), {
+      sql: "coalesce(coalesce(e.properties ->> $1::text, ''), '') <> ''",
+      values: ['plan'],
+    });
+  });
+
+  it('gt / gte / lt / lte cast only a stored text that is a number, and compare as numeric with ANY', () => {
+    const ops = { gt: '>', gte: '>=', lt: '<', lte: '<=' } as const;
+    for (const [op, sym] of Object.entries(ops)) {
+      const { sql, values } = compile({ name: 'os_version', operator: op as keyof typeof ops, value: ['17', '17.5'] }, 'r');
+      assert.equal(
+        sql,
+        `CASE WHEN length(r.os_version) <= 1000 AND r.os_version ~ '^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]{1,4})?$' THEN r.os_version::numeric ${sym} ANY($1::numeric[]) ELSE false END`,
+      );
+      assert.deepEqual(values, [['17', '17.5']]);
+    }
+  });
+
+  it('compileFilter is pure: the same filter over another alias names only that alias', () => {
+    const filter: Filter = { name: 'country', operator: 'gte', value: ['1'] };
+    const a = compile(filter, 'x');
+    const b = compile(filter, 'x');
+    assert.deepEqual(a, b);
+    assert.ok(!/\be\./.test(a.sql) && /\bx\.country\b/.test(a.sql), a.sql);
+  });
 });

@@ -14,11 +14,16 @@
  * Operators: `is`, `contains`, `startsWith`, `endsWith`, `regex` hold when ANY value
  * matches; `isNot`, `doesNotContain` hold when NO value matches. Comparisons are
  * case-sensitive (as in OpenPanel). A missing property compares as ''. `regex` is a POSIX
- * regular expression (PostgreSQL `~`). Values and property keys always travel as
- * parameters; column identifiers come only from the allow-list.
+ * regular expression (PostgreSQL `~`). `gt`, `gte`, `lt`, `lte` compare numbers (exact
+ * decimals) and hold when the stored value is a decimal number that compares so with ANY
+ * value; a stored value that is not a number never matches. `isNull` holds when the value is
+ * unknown: '' (how every column stores "unknown"), a missing property, a JSON null or an
+ * empty string property (OpenPanel: `= '' OR IS NULL`); `isNotNull` is its negation. Values
+ * and property keys always travel as parameters; column identifiers come only from the
+ * allow-list.
  */
 import { SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
-import { EVENT_FILTER_COLUMNS, PROPERTY_PREFIX, type EventFilterColumn, type Filter } from './params';
+import { EVENT_FILTER_COLUMNS, MAX_NUMBER_TEXT, PROPERTY_PREFIX, type EventFilterColumn, type Filter } from './params';
 
 /** Collects positional parameters while SQL text is built: `params.add(v)` gives `$n`. */
 export class SqlParams {
@@ -73,12 +78,28 @@ function valueExpression(name: string, alias: string, params: SqlParams): string
   throw new Error(`filter name not allowed: ${name}`); // params.ts rejects these first
 }
 
-/** One filter as a boolean SQL expression over alias `alias`. */
+/**
+ * A stored text that is a decimal number PostgreSQL's numeric can hold: params.ts
+ * DECIMAL_NUMBER (at most 4 exponent digits) in at most MAX_NUMBER_TEXT characters, so the
+ * cast can never overflow (< 11,000 digits either side of the point).
+ */
+const NUMERIC_TEXT = "'^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]{1,4})?$'";
+const COMPARISONS = { gt: '>', gte: '>=', lt: '<', lte: '<=' } as const;
+
+/** One filter as a boolean SQL expression over alias `alias` (a pure function of its arguments). */
 export function compileFilter(filter: Filter, alias: string, params: SqlParams): string {
   const expr = valueExpression(filter.name, alias, params);
   const values = filter.value;
   const patterns = (wrap: (escaped: string) => string) => params.add(values.map((v) => wrap(escapeLike(v))));
   switch (filter.operator) {
+    case 'isNull': return `coalesce(${expr}, '') = ''`;
+    case 'isNotNull': return `coalesce(${expr}, '') <> ''`;
+    case 'gt':
+    case 'gte':
+    case 'lt':
+    case 'lte':
+      // CASE: the cast runs only on a text that is a number, so no row can fail the query.
+      return `CASE WHEN length(${expr}) <= ${MAX_NUMBER_TEXT} AND ${expr} ~ ${NUMERIC_TEXT} THEN ${expr}::numeric ${COMPARISONS[filter.operator]} ANY(${params.add(values)}::numeric[]) ELSE false END`;
     case 'is': return `${expr} = ANY(${params.add(values)}::text[])`;
     case 'isNot': return `${expr} <> ALL(${params.add(values)}::text[])`;
     case 'contains': return `${expr} LIKE ANY(${patterns((v) => `%${v}%`)}::text[])`;

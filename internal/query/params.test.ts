@@ -173,4 +173,34 @@ describe('insights params', () => {
     const parsed = parsePageParams(q(filters(names.map((name) => ({ name, operator: 'is', value: ['x'] })))));
     assert.deepEqual(parsed.filters.map((f) => f.name), names);
   });
+
+  it('gt/gte/lt/lte take numbers only; the 400 names the value that is not one', () => {
+    const parsed = parsePeriodParams(q(filters([
+      { name: 'properties.amount', operator: 'gt', value: ['10', 2.5, '-3', '.5', '1e3', '+7'] },
+      { name: 'os_version', operator: 'lte', value: ['17.4'] },
+    ])));
+    assert.deepEqual(parsed.filters[0]!.value, ['10', '2.5', '-3', '.5', '1e3', '+7']);
+    for (const op of ['gt', 'gte', 'lt', 'lte']) {
+      rejects(filters([{ name: 'properties.amount', operator: op, value: ['1', 'ten'] }]), ['filters', '0', 'value', '1'], parsePeriodParams);
+      rejects(filters([{ name: 'properties.amount', operator: op, value: [] }]), ['filters', '0', 'value'], parsePeriodParams);
+    }
+    for (const bad of ['0x10', 'Infinity', 'NaN', ' 1', '1e99999', '1e10000', '1.2.3', '', true]) {
+      rejects(filters([{ name: 'properties.amount', operator: 'gt', value: [bad] }]), ['filters', '0', 'value', '0'], parsePeriodParams);
+    }
+  });
+
+  it('isNull/isNotNull take an empty or missing value (any value is ignored); no other operator does', () => {
+    const parsed = parsePeriodParams(q(filters([
+      { name: 'referrer_name', operator: 'isNull', value: [] },
+      { name: 'properties.plan', operator: 'isNotNull' },
+      { name: 'city', operator: 'isNull', value: ['x'] },
+    ])));
+    assert.deepEqual(parsed.filters, [
+      { name: 'referrer_name', operator: 'isNull', value: [] },
+      { name: 'properties.plan', operator: 'isNotNull', value: [] },
+      { name: 'city', operator: 'isNull', value: ['x'] },
+    ]);
+    rejects(filters([{ name: 'city', operator: 'contains' }]), ['filters', '0', 'value'], parsePeriodParams);
+    rejects(filters([{ name: 'city', operator: 'isEmpty', value: [] }]), ['filters', '0', 'operator'], parsePeriodParams);
+  });
 });

@@ -15,8 +15,20 @@ export const DEFAULT_RANGE: Range = '7d';
 
 export const FILTER_OPERATORS = [
   'is', 'isNot', 'contains', 'doesNotContain', 'startsWith', 'endsWith', 'regex',
+  'gt', 'gte', 'lt', 'lte', 'isNull', 'isNotNull',
 ] as const;
 export type FilterOperator = (typeof FILTER_OPERATORS)[number];
+/** Operators that compare numbers: each value must be a number. */
+export const NUMERIC_OPERATORS: ReadonlySet<FilterOperator> = new Set(['gt', 'gte', 'lt', 'lte']);
+/** Operators that take no value (`value` may be empty or left out; any value is ignored). */
+export const VALUELESS_OPERATORS: ReadonlySet<FilterOperator> = new Set(['isNull', 'isNotNull']);
+/**
+ * A decimal number as text, exponent of at most 4 digits (what a numeric filter value must
+ * be, and what a stored value must be to compare; filters.ts checks the same in SQL).
+ */
+export const DECIMAL_NUMBER = /^[+-]?(?:[0-9]+(?:[.][0-9]*)?|[.][0-9]+)(?:[eE][+-]?[0-9]{1,4})?$/;
+/** Longest text compared as a number (PostgreSQL's numeric then holds it, whatever the exponent). */
+export const MAX_NUMBER_TEXT = 1000;
 
 /** Filter names evaluated on each event (not on the session). */
 export const EVENT_FILTER_COLUMNS = ['path', 'origin', 'name', 'profile_id'] as const;
@@ -36,6 +48,11 @@ const FILTER_COLUMNS: ReadonlySet<string> = new Set([...EVENT_FILTER_COLUMNS, ..
 export function isFilterName(name: string): boolean {
   if (FILTER_COLUMNS.has(name)) return true;
   return name.startsWith(PROPERTY_PREFIX) && name.length > PROPERTY_PREFIX.length;
+}
+
+/** A finite decimal number (no hex, no Infinity, no spaces): numeric filter values. */
+export function isFilterNumber(v: string): boolean {
+  return v.length <= MAX_NUMBER_TEXT && DECIMAL_NUMBER.test(v) && Number.isFinite(Number(v));
 }
 
 // PostgreSQL text cannot hold NUL; rejecting it here keeps it a 400 instead of a 500.
@@ -59,26 +76,40 @@ function isCalendarDate(s: string): boolean {
 
 export const rangeSchema = z.enum(RANGES);
 
-export const filterSchema = z.object({
-  name: z
-    .string()
-    .refine(isFilterName, {
-      message: `Unknown filter name; use one of ${[...FILTER_COLUMNS].join(', ')} or properties.<key>`,
-    })
-    .refine(noNul, 'Must not contain NUL characters'),
-  operator: z.enum(FILTER_OPERATORS),
-  // Numbers and booleans are accepted and compared as their text (OpenPanel SDKs send them).
-  value: z
-    .array(
-      z
-        .union([z.string(), z.number(), z.boolean()])
-        .transform((v) => String(v))
-        .refine((v) => v.length <= MAX_FILTER_VALUE_LENGTH, `At most ${MAX_FILTER_VALUE_LENGTH} characters`)
-        .refine(noNul, 'Must not contain NUL characters'),
-    )
-    .min(1, 'At least one value is required')
-    .max(MAX_FILTER_VALUES, `At most ${MAX_FILTER_VALUES} values`),
-});
+export const filterSchema = z
+  .object({
+    name: z
+      .string()
+      .refine(isFilterName, {
+        message: `Unknown filter name; use one of ${[...FILTER_COLUMNS].join(', ')} or properties.<key>`,
+      })
+      .refine(noNul, 'Must not contain NUL characters'),
+    operator: z.enum(FILTER_OPERATORS),
+    // Numbers and booleans are accepted and compared as their text (OpenPanel SDKs send them).
+    // Empty (or left out) only for isNull and isNotNull.
+    value: z
+      .array(
+        z
+          .union([z.string(), z.number(), z.boolean()])
+          .transform((v) => String(v))
+          .refine((v) => v.length <= MAX_FILTER_VALUE_LENGTH, `At most ${MAX_FILTER_VALUE_LENGTH} characters`)
+          .refine(noNul, 'Must not contain NUL characters'),
+      )
+      .max(MAX_FILTER_VALUES, `At most ${MAX_FILTER_VALUES} values`)
+      .default([]),
+  })
+  .superRefine((f, ctx) => {
+    if (VALUELESS_OPERATORS.has(f.operator)) return;
+    if (f.value.length === 0) {
+      ctx.addIssue({ code: 'custom', path: ['value'], message: 'At least one value is required' });
+      return;
+    }
+    if (NUMERIC_OPERATORS.has(f.operator)) {
+      f.value.forEach((v, i) => {
+        if (!isFilterNumber(v)) ctx.addIssue({ code: 'custom', path: ['value', i], message: `${f.operator} compares numbers; "${v.slice(0, 100)}" is not a number` });
+      });
+    }
+  });
 export type Filter = z.infer<typeof filterSchema>;
 
 /** The `filters` query parameter: a JSON-encoded array of filters. */

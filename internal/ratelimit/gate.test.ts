@@ -219,3 +219,58 @@ test('started, 3 gates (3 API threads) at 3x a client\'s limit for 2.5 s: no 1 s
   assert.ok(limited > 0, 'over the limit some are refused');
   assert.ok(sync > admitted.length / 2, `${sync} of ${admitted.length} admitted without waiting`);
 });
+
+test('ingest trims the live set itself: with steady traffic and no /live reader it holds only the last 5 minutes', async () => {
+  const now = Date.now();
+  const project = `trim-${randomBytes(3).toString('hex')}`;
+  const key = keys.live(project);
+  // Visitors seen 10, 6 and exactly 5 minutes ago (out of the window), and one 4 minutes ago (in it).
+  await redis.zadd(key, now - 10 * 60_000, 'gone-10', now - 6 * 60_000, 'gone-6', now - 5 * 60_000, 'edge-5', now - 4 * 60_000, 'recent');
+  await gate.ingest({ ...base, projectId: project, profileId: 'new-visitor', liveAtMs: now, deviceId: 'd', previousDeviceId: '', markSeen: false, nowMs: now });
+  assert.deepEqual(await redis.zrange(key, '0', '-1'), ['recent', 'new-visitor']);
+});
+
+test('ingest announces a new live visitor on the project channel, once per call, and nothing for a returning one', async () => {
+  const now = Date.now();
+  const project = `pub-${randomBytes(3).toString('hex')}`;
+  const sub = await connectRedis(REDIS_URL);
+  const heard: string[] = [];
+  sub.on('message', (channel: string) => heard.push(channel));
+  await sub.subscribe(keys.liveChanged(project));
+  try {
+    const ev = (profileId: string) => gate.ingest({ ...base, projectId: project, profileId, liveAtMs: now, deviceId: 'd', previousDeviceId: '', markSeen: false, nowMs: now });
+    await Promise.all([ev('a'), ev('b')]); // one call, two new visitors: one message
+    await ev('a'); // returning visitor: the count does not change, no message
+    await redis.zadd(keys.live(project), now - 6 * 60_000, 'old'); // aged out
+    await ev('old'); // back after ageing out: the count changes
+    await new Promise((r) => setTimeout(r, 200));
+    assert.deepEqual(heard, [keys.liveChanged(project), keys.liveChanged(project)]);
+  } finally {
+    sub.disconnect();
+  }
+});
+
+test('started (answers without Redis): the background call trims the live set and announces a new visitor the same way', async () => {
+  const { gate: g, close } = await startedGate();
+  const now = Date.now();
+  const project = `fastpub-${randomBytes(3).toString('hex')}`;
+  const key = keys.live(project);
+  const sub = await connectRedis(REDIS_URL);
+  const heard: string[] = [];
+  sub.on('message', (channel: string) => heard.push(channel));
+  await sub.subscribe(keys.liveChanged(project));
+  try {
+    await redis.zadd(key, now - 10 * 60_000, 'gone-10', now - 5 * 60_000, 'edge-5', now - 4 * 60_000, 'recent');
+    const ev = (profileId: string) => g.ingest({ ...base, projectId: project, profileId, liveAtMs: now, deviceId: 'd', previousDeviceId: '', markSeen: false, nowMs: now });
+    ev('a');
+    ev('b'); // same turn: one background call, one message
+    await new Promise((r) => setTimeout(r, 100));
+    ev('a'); // returning: no message
+    await new Promise((r) => setTimeout(r, 200));
+    assert.deepEqual(await redis.zrange(key, '0', '-1'), ['recent', 'a', 'b']);
+    assert.deepEqual(heard, [keys.liveChanged(project)]);
+  } finally {
+    sub.disconnect();
+    close();
+  }
+});

@@ -36,16 +36,25 @@ export type { RateState } from './lease';
 //      6 client id, 7 profile id, 8 live-at ms or '', 9 device id, 10 previous device id or '',
 //      11 mark seen '1'/'0'
 //   ARGV: 1 requests, 2 revoked-clients key, 3 rate window ms, 4 seen TTL seconds,
-//         5 sequence key (unique log members across processes: one INCR per call)
+//         5 sequence key (unique log members across processes: one INCR per call),
+//         6 live cutoff ms (now - 5 minutes: a score at or below it is no longer live)
+// Live sets are trimmed here too (once per project per call), so they hold the last five
+// minutes' visitors even when nobody reads /live. A visitor new to the window (ZADD added a
+// member) changes the count: the project's channel (live key + ':changed') hears it once per
+// call, and live push (internal/live) re-counts; a returning visitor publishes nothing.
 const INGEST_SCRIPT = `
 local reqs = cjson.decode(ARGV[1])
 local revoked = ARGV[2]
 local windowMs = tonumber(ARGV[3])
 local seenTtl = ARGV[4]
 local seqKey = ARGV[5]
+local liveCutoff = ARGV[6]
 local seq = nil
 local now = nil
 local out = {}
+local trimmed = {}
+local changed = {}
+local changedKeys = {}
 for n, r in ipairs(reqs) do
   local code = 1
   local count = 0
@@ -85,8 +94,16 @@ for n, r in ipairs(reqs) do
       if r[8] ~= '' then
         local profile = r[7]
         if profile == '' then profile = device end
-        redis.call('ZADD', r[2], 'GT', r[8], profile)
-        redis.call('PEXPIRE', r[2], 600000)
+        local liveKey = r[2]
+        if not trimmed[liveKey] then
+          trimmed[liveKey] = true
+          redis.call('ZREMRANGEBYSCORE', liveKey, '-inf', liveCutoff)
+        end
+        if redis.call('ZADD', liveKey, 'GT', r[8], profile) == 1 and not changed[liveKey] then
+          changed[liveKey] = true
+          changedKeys[#changedKeys + 1] = liveKey
+        end
+        redis.call('PEXPIRE', liveKey, 600000)
       end
     end
   end
@@ -94,6 +111,9 @@ for n, r in ipairs(reqs) do
   out[#out + 1] = count
   out[#out + 1] = ttl
   out[#out + 1] = device
+end
+for _, liveKey in ipairs(changedKeys) do
+  redis.call('PUBLISH', liveKey .. ':changed', '1')
 end
 return cjson.encode(out)
 `;
@@ -135,14 +155,19 @@ return {1, count, ttl, live}
 // device). Every client id it sees is checked against the revoked set, so a revocation the
 // channel missed is learnt within one call. ARGV: 1 JSON {l: [[rate key, client id, limit,
 // want], ...], e: [[live key, seen key or '', profile, live-at ms or '', client id], ...]},
-// 2 revoked-clients key, 3 window ms, 4 seen TTL seconds, 5 sequence key. Returns JSON
-// {l: [[code (1 ok, -1 revoked), granted, count, ttl ms], ...], rev: [client ids]}.
+// 2 revoked-clients key, 3 window ms, 4 seen TTL seconds, 5 sequence key, 6 live cutoff ms.
+// Returns JSON {l: [[code (1 ok, -1 revoked), granted, count, ttl ms], ...], rev: [client
+// ids]}. Live sets are trimmed and a new live visitor announced exactly as INGEST_SCRIPT does.
 const ASYNC_SCRIPT = `
 local req = cjson.decode(ARGV[1])
 local revokedKey = ARGV[2]
 local windowMs = tonumber(ARGV[3])
 local seenTtl = ARGV[4]
 local seqKey = ARGV[5]
+local liveCutoff = ARGV[6]
+local trimmed = {}
+local changed = {}
+local changedKeys = {}
 local checked = {}
 local function revoked(id)
   local v = checked[id]
@@ -156,9 +181,20 @@ for _, e in ipairs(req.e) do
   revoked(e[5])
   if e[2] ~= '' then redis.call('SET', e[2], '1', 'EX', seenTtl) end
   if e[4] ~= '' then
-    redis.call('ZADD', e[1], 'GT', e[4], e[3])
-    redis.call('PEXPIRE', e[1], 600000)
+    local liveKey = e[1]
+    if not trimmed[liveKey] then
+      trimmed[liveKey] = true
+      redis.call('ZREMRANGEBYSCORE', liveKey, '-inf', liveCutoff)
+    end
+    if redis.call('ZADD', liveKey, 'GT', e[4], e[3]) == 1 and not changed[liveKey] then
+      changed[liveKey] = true
+      changedKeys[#changedKeys + 1] = liveKey
+    end
+    redis.call('PEXPIRE', liveKey, 600000)
   end
+end
+for _, liveKey in ipairs(changedKeys) do
+  redis.call('PUBLISH', liveKey .. ':changed', '1')
 end
 local leases = {}
 local now = nil
@@ -379,7 +415,8 @@ export class Gate {
     this.effects = [];
     const l = leases.map((x) => [this.keys.rate('ingest', x.clientId), x.clientId, String(x.limit), String(x.want)]);
     const call = (this.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>).tmIngestAsync!;
-    call.call(this.redis, JSON.stringify({ l, e: effects }), this.keys.revoked, String(RATE_WINDOW_MS), String(SEEN_TTL_SECONDS), this.keys.rateSeq).then(
+    const liveCutoff = String(Date.now() - LIVE_WINDOW_MS);
+    call.call(this.redis, JSON.stringify({ l, e: effects }), this.keys.revoked, String(RATE_WINDOW_MS), String(SEEN_TTL_SECONDS), this.keys.rateSeq, liveCutoff).then(
       (reply) => {
         let r: { l?: unknown; rev?: unknown };
         try {
@@ -453,7 +490,8 @@ export class Gate {
       ];
     }
     const call = (this.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>).tmIngestGate!;
-    call.call(this.redis, JSON.stringify(reqs), this.keys.revoked, String(windowMs), String(SEEN_TTL_SECONDS), this.keys.rateSeq).then(
+    const liveCutoff = String(batch[0]!.input.nowMs - LIVE_WINDOW_MS);
+    call.call(this.redis, JSON.stringify(reqs), this.keys.revoked, String(windowMs), String(SEEN_TTL_SECONDS), this.keys.rateSeq, liveCutoff).then(
       (reply) => {
         let r: (number | string)[];
         try {

@@ -14,7 +14,11 @@ export function redisKeys(ns: string) {
     revoked: `${ns}:revoked-clients`,
     /** Channel on which the CLI announces a revoked client id (API processes mirror the set). */
     revocations: `${ns}:revocations`,
+    /** Pub/sub channel: a project row changed (cli project update); every API process drops its cached copy. */
+    projectChanges: `${ns}:project-changes`,
     live: (projectId: string) => `${ns}:live:${projectId}`,
+    /** Pub/sub channel told when a project's live count may have changed (the ingest gate script builds it as the live key + ':changed'). */
+    liveChanged: (projectId: string) => `${ns}:live:${projectId}:changed`,
     seen: (deviceId: string) => `${ns}:seen:${deviceId}`,
     salts: `${ns}:salts`,
     shardOwner: (shard: number) => `${ns}:shard-owner:${shard}`,

@@ -1,6 +1,6 @@
 // Projects and clients: the SQL behind the CLI and the auth cache.
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { Pool } from './db';
+import { transaction, type Pool, type PoolClient } from './db';
 
 export type ClientMode = 'read' | 'write' | 'root';
 
@@ -58,6 +58,42 @@ export async function createProject(db: Pool, p: { name: string; timezone: strin
     [projectIdFor(p.name), p.name, p.timezone, p.origins],
   );
   return toProject(res.rows[0]);
+}
+
+/** What `project update` may change; a field left out stays as it is. */
+export interface ProjectPatch {
+  name?: string;
+  timezone?: string;
+  /** The whole list (replaces the stored one); [] allows no browser origin. */
+  origins?: string[];
+}
+
+/**
+ * Runs inside updateProject's transaction when the timezone really changed (stored data is
+ * UTC; what is kept per local day of the project is not). A no-op for now: the rebuild of the
+ * daily rollups kept in the project's timezone goes here, so it commits with the change.
+ */
+export async function afterTimezoneChange(_c: PoolClient, _project: ProjectRow, _previousTimezone: string): Promise<void> {}
+
+/**
+ * Changes a project in one transaction (the row locked, then updated, then
+ * afterTimezoneChange when the timezone differs); null when there is no such project.
+ * Callers announce the change to every process afterwards (the cached rows: auth).
+ */
+export async function updateProject(db: Pool, id: string, patch: ProjectPatch): Promise<ProjectRow | null> {
+  return transaction(db, async (c) => {
+    const found = await c.query(`SELECT ${projectCols} FROM projects WHERE id = $1 FOR UPDATE`, [id]);
+    if (!found.rows[0]) return null;
+    const before = toProject(found.rows[0]);
+    const res = await c.query(
+      `UPDATE projects SET name = coalesce($2, name), timezone = coalesce($3, timezone), allowed_origins = coalesce($4, allowed_origins)
+       WHERE id = $1 RETURNING ${projectCols}`,
+      [id, patch.name ?? null, patch.timezone ?? null, patch.origins ?? null],
+    );
+    const after = toProject(res.rows[0]);
+    if (after.timezone !== before.timezone) await afterTimezoneChange(c, after, before.timezone);
+    return after;
+  });
 }
 
 export async function getProject(db: Pool, id: string): Promise<ProjectRow | null> {

@@ -1,11 +1,12 @@
 // The worker's writes: one transaction per shard batch holding the events, the session rows,
 // the profile/group operations and the shard's committed JetStream position.
-import type { EventRecord, QueuedAssignGroup, QueuedGroup, QueuedIdentify, QueuedIncrement } from '../model/event';
+import type { EventRecord } from '../model/event';
 import { SESSION_DIMENSIONS } from '../model/event';
 import type { SessionState } from '../sessionize/session';
 import { transaction, type Pool, type PoolClient } from './db';
+import { applyProfileOps, type OpFailure, type ProfileOp } from './profiles';
 
-export type ProfileOp = QueuedIdentify | QueuedIncrement | QueuedGroup | QueuedAssignGroup;
+export type { OpFailure, ProfileOp } from './profiles';
 
 export interface ShardBatch {
   stream: string;
@@ -19,13 +20,6 @@ export interface ShardBatch {
   /** Sessions reopened after an idle end: their session_end rows go. */
   reopenedSessionIds: string[];
   profileOps: ProfileOp[];
-}
-
-export interface OpFailure {
-  opId: string;
-  projectId: string;
-  kind: string;
-  reason: string;
 }
 
 /** Another worker committed this shard past our starting point: we no longer own it. */
@@ -213,72 +207,6 @@ export async function loadLatestSessions(db: Pool, keys: { projectId: string; de
       lastEvent: row.last_event_id ? { id: row.last_event_id, createdAt: last, isScreenView: row.last_event_is_view } : null,
     } satisfies SessionState;
   });
-}
-
-/** Applies profile and group operations in order; returns the ones that could not apply. */
-async function applyProfileOps(c: PoolClient, ops: ProfileOp[]): Promise<OpFailure[]> {
-  const failures: OpFailure[] = [];
-  for (const op of ops) {
-    switch (op.kind) {
-      case 'identify':
-        await c.query(
-          `INSERT INTO profiles AS p (project_id, id, first_name, last_name, email, properties)
-           VALUES ($1, $2, $3, $4, $5, $6::jsonb)
-           ON CONFLICT (project_id, id) DO UPDATE SET
-             first_name = coalesce(EXCLUDED.first_name, p.first_name),
-             last_name = coalesce(EXCLUDED.last_name, p.last_name),
-             email = coalesce(EXCLUDED.email, p.email),
-             properties = p.properties || EXCLUDED.properties,
-             updated_at = now()`,
-          [op.projectId, op.profileId, op.firstName, op.lastName, op.email, JSON.stringify(op.properties)],
-        );
-        break;
-      case 'increment': {
-        // Atomic in SQL; a stored value that is not a number is left alone and reported.
-        const r = await c.query<{ ok: boolean }>(
-          `INSERT INTO profiles AS p (project_id, id, properties)
-           VALUES ($1, $2, jsonb_build_object($3::text, $4::numeric))
-           ON CONFLICT (project_id, id) DO UPDATE SET
-             properties = CASE
-               WHEN p.properties -> $3::text IS NULL OR jsonb_typeof(p.properties -> $3::text) = 'number'
-                 OR (jsonb_typeof(p.properties -> $3::text) = 'string' AND p.properties ->> $3::text ~ '^\\s*-?[0-9]+(\\.[0-9]+)?\\s*$')
-               THEN p.properties || jsonb_build_object($3::text, coalesce((p.properties ->> $3::text)::numeric, 0) + $4::numeric)
-               ELSE p.properties END,
-             updated_at = now()
-           RETURNING jsonb_typeof(properties -> $3::text) = 'number' AS ok`,
-          [op.projectId, op.profileId, op.property, op.delta],
-        );
-        if (!r.rows[0]?.ok) failures.push({ opId: op.id, projectId: op.projectId, kind: op.kind, reason: `property "${op.property}" holds a non-numeric value` });
-        break;
-      }
-      case 'group':
-        await c.query(
-          `INSERT INTO groups AS g (project_id, id, type, name, properties) VALUES ($1, $2, $3, $4, $5::jsonb)
-           ON CONFLICT (project_id, id) DO UPDATE SET type = EXCLUDED.type, name = EXCLUDED.name,
-             properties = g.properties || EXCLUDED.properties, updated_at = now()`,
-          [op.projectId, op.groupId, op.type, op.name, JSON.stringify(op.properties)],
-        );
-        break;
-      case 'assign_group':
-        await c.query(
-          `INSERT INTO profiles AS p (project_id, id, groups) VALUES ($1, $2, (SELECT array_agg(DISTINCT g ORDER BY g) FROM unnest($3::text[]) g))
-           ON CONFLICT (project_id, id) DO UPDATE SET
-             groups = (SELECT array_agg(DISTINCT g ORDER BY g) FROM unnest(p.groups || EXCLUDED.groups) g),
-             updated_at = now()`,
-          [op.projectId, op.profileId, op.groupIds],
-        );
-        break;
-    }
-  }
-  if (failures.length) {
-    await c.query(
-      `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,
-      [failures.map((f) => f.opId), failures.map((f) => f.projectId), failures.map((f) => f.kind), failures.map((f) => f.reason),
-        failures.map((f) => JSON.stringify(ops.find((o) => o.id === f.opId)))],
-    );
-  }
-  return failures;
 }
 
 /** Moves the shard's committed position, only if it still is where this batch started. */

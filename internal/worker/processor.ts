@@ -42,6 +42,7 @@ export function recordFromOp(op: QueuedTrack): EventRecord {
     groups: op.groups,
     ip: op.ip,
     userAgent: op.userAgent,
+    deviceOverrides: op.deviceOverrides ?? null,
     url: op.url,
     title: op.title ?? '',
     referrer: op.referrer ?? '',

@@ -62,7 +62,7 @@ export async function stopChild(child: ChildProcess | null, signal: NodeJS.Signa
   clearTimeout(t);
 }
 
-interface Service {
+export interface Service {
   name: string;
   /** Synchronous last-resort cleanup (process exit). */
   killSync(): void;
@@ -70,7 +70,7 @@ interface Service {
 }
 
 /** A server child process on a private port and directory: the lifecycle all three share. */
-abstract class ChildService implements Service {
+export abstract class ChildService implements Service {
   abstract readonly name: string;
   child: ChildProcess | null = null;
   protected logs: () => string = () => '';
@@ -115,7 +115,7 @@ abstract class ChildService implements Service {
 
 const registry = new Set<Service>();
 let hooked = false;
-function register(s: Service): void {
+export function register(s: Service): void {
   registry.add(s);
   if (hooked) return;
   hooked = true;
@@ -138,7 +138,7 @@ export async function stopAllPrivate(): Promise<void> {
 }
 
 /** Keeps the last `max` characters of a child's output for error messages. */
-function tail(child: ChildProcess, max = 8000): () => string {
+export function tail(child: ChildProcess, max = 8000): () => string {
   let out = '';
   const add = (d: Buffer) => {
     out += d.toString();
@@ -431,6 +431,8 @@ export interface ResponseInfo {
 
 export interface LoadOptions {
   url: string;
+  /** Several APIs: device d sends to urls[d % urls.length] (instead of `url`). */
+  urls?: string[];
   creds: Credentials;
   /** Requests per second over all devices. */
   rate: number;
@@ -481,7 +483,8 @@ export class SteadyLoad {
     let status: Outcome;
     let headers: Headers | null = null;
     try {
-      const res = await fetch(`${this.url}/track`, {
+      const base = this.o.urls?.length ? this.o.urls[e.device % this.o.urls.length] : this.url;
+      const res = await fetch(`${base}/track`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'service-client-id': this.o.creds.clientId, 'service-client-secret': this.o.creds.clientSecret },
         body: JSON.stringify(loadBody(e)),

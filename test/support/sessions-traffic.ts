@@ -59,6 +59,15 @@ const REFERRERS: { sent: string | null; referrer: string; name: string; type: st
   { sent: `${SITE}/from-inside`, referrer: '', name: '', type: '' },
   { sent: null, referrer: '', name: '', type: '' },
 ];
+/**
+ * With no external referrer, the page URL's utm_source names the source (semantics.md
+ * "OpenPanel fidelity"): the name and type the referrer list gives, by hand. Neither
+ * `newsletter` nor `fb` is listed (fb.me is, fb.com is not): the value itself, unknown.
+ */
+const URL_SOURCES: Record<string, { name: string; type: string }> = {
+  newsletter: { name: 'newsletter', type: 'unknown' },
+  fb: { name: 'fb', type: 'unknown' },
+};
 const UTM_QUERIES = [
   '',
   '',
@@ -288,7 +297,9 @@ export function expectedSessions(traffic: Traffic, deviceIds: Map<number, string
       const entry = urlParts(sv[0]?.url ?? null);
       const exit = urlParts(sv[sv.length - 1]?.url ?? null);
       const firstUrl = urlParts(first.url);
-      const ref = REFERRERS.find((r) => r.sent === first.referrer) ?? REFERRERS[REFERRERS.length - 1]!;
+      const sent = REFERRERS.find((r) => r.sent === first.referrer) ?? REFERRERS[REFERRERS.length - 1]!;
+      const urlSource = sent.referrer === '' ? URL_SOURCES[firstUrl.query.get('utm_source') ?? ''] : undefined;
+      const ref = urlSource ? { ...sent, ...urlSource } : sent;
       sessions.push({
         device: d.index, device_id: deviceId, profile_id: d.profileId ?? deviceId,
         started_at: first.at, last_event_at: last.at, duration_ms: last.at - first.at,

@@ -1,0 +1,204 @@
+// The hub's rules without a server: a count per project (not per socket), message spacing,
+// re-counting when a visitor ages out, refusals and revocation. The source is an in-memory
+// live set with the same meaning as the Redis one (internal/live/source.ts).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { LiveHub, type LiveCount, type LiveSource } from './hub';
+import { CLOSE } from './protocol';
+import { ForbiddenError, UnauthorizedError } from '../http/errors';
+import { LIVE_WINDOW_MS } from '../ratelimit/gate';
+import type { SocketConnection, SocketHandlers, SocketRequest } from '../http/types';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+class MemorySource implements LiveSource {
+  /** project -> profile -> last event ms */
+  sets = new Map<string, Map<string, number>>();
+  counts = 0;
+  subscribed = new Set<string>();
+  revokedIds = new Set<string>();
+
+  constructor(private readonly now: () => number) {}
+
+  visit(projectId: string, profile: string, atMs = this.now()): void {
+    let s = this.sets.get(projectId);
+    if (!s) this.sets.set(projectId, (s = new Map()));
+    s.set(profile, atMs);
+  }
+
+  async count(projectId: string, nowMs: number): Promise<LiveCount> {
+    this.counts++;
+    const live = [...(this.sets.get(projectId)?.values() ?? [])].filter((t) => t > nowMs - LIVE_WINDOW_MS);
+    return { visitors: live.length, oldestMs: live.length ? Math.min(...live) : null };
+  }
+
+  async subscribe(projectId: string): Promise<void> {
+    this.subscribed.add(projectId);
+  }
+
+  async unsubscribe(projectId: string): Promise<void> {
+    this.subscribed.delete(projectId);
+  }
+
+  async revoked(clientIds: string[]): Promise<Set<string>> {
+    return new Set(clientIds.filter((id) => this.revokedIds.has(id)));
+  }
+}
+
+class FakeSocket implements SocketConnection {
+  messages: { at: number; visitors: number }[] = [];
+  closedWith: { code: number; reason: string } | null = null;
+  handlers: SocketHandlers | null = null;
+  get isClosed(): boolean {
+    return this.closedWith !== null;
+  }
+  send(text: string): boolean {
+    if (this.closedWith) return false;
+    this.messages.push({ at: Date.now(), visitors: (JSON.parse(text) as { visitors: number }).visitors });
+    return true;
+  }
+  close(code: number, reason: string): void {
+    if (this.closedWith) return;
+    this.closedWith = { code, reason };
+    this.handlers?.closed(code);
+  }
+  get last(): number | undefined {
+    return this.messages.at(-1)?.visitors;
+  }
+}
+
+const request = (projectId: string, headers: Record<string, string> = {}): SocketRequest => ({
+  path: `/insights/${projectId}/live`, params: { projectId }, query: new URLSearchParams(), headers, remoteAddress: '127.0.0.1', requestId: 'r',
+});
+
+function setup(opts: { offsetMs?: () => number; authTimeoutMs?: number; maxSockets?: number } = {}) {
+  const now = () => Date.now() + (opts.offsetMs?.() ?? 0);
+  const source = new MemorySource(now);
+  const hub = new LiveHub({
+    source, now,
+    authenticate: async ({ clientId, clientSecret }, projectId) => {
+      if (clientSecret !== 'good') throw new UnauthorizedError('invalid client credentials');
+      if (clientId.startsWith('writer')) throw new ForbiddenError('a write client cannot read; use a read or root client');
+      if (!projectId.startsWith('p')) throw new ForbiddenError('this client has no access to that project');
+      return { clientId };
+    },
+    authTimeoutMs: opts.authTimeoutMs ?? 5000, maxSockets: opts.maxSockets, minIntervalMs: 250, resyncMs: 60_000, revocationCheckMs: 50,
+  });
+  const open = (projectId: string, headers: Record<string, string> = {}) => {
+    const s = new FakeSocket();
+    const handlers = hub.connect(request(projectId, headers), s);
+    // As internal/http/websocket.ts does: a socket closed inside connect() is told after it.
+    if (s.closedWith) handlers.closed(s.closedWith.code);
+    else s.handlers = handlers;
+    return s;
+  };
+  const creds = (clientId = 'reader') => ({ 'service-client-id': clientId, 'service-client-secret': 'good' });
+  return { hub, source, open, creds };
+}
+
+const until = async (cond: () => boolean, what: string, ms = 3000) => {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out: ${what}`);
+    await sleep(5);
+  }
+};
+
+test('a hundred sockets of one project share one count, and each gets it at once', async () => {
+  const { hub, source, open, creds } = setup();
+  source.visit('p1', 'a');
+  source.visit('p1', 'b');
+  const sockets = Array.from({ length: 100 }, () => open('p1', creds()));
+  await until(() => sockets.every((s) => s.messages.length === 1), 'every first message');
+  assert.deepEqual(new Set(sockets.map((s) => s.last)), new Set([2]));
+  assert.equal(source.counts, 1, 'one count for the project, not one per socket');
+  assert.deepEqual([...source.subscribed], ['p1']);
+  // A change: one more count, every socket told.
+  source.visit('p1', 'c');
+  hub.changed('p1');
+  await until(() => sockets.every((s) => s.last === 3), 'the change');
+  assert.equal(source.counts, 2);
+  // Nothing changed: a change signal that leaves N as it was sends nothing.
+  hub.changed('p1');
+  await sleep(400);
+  assert.ok(sockets.every((s) => s.messages.length === 2));
+  for (const s of sockets) s.close(1000, 'bye');
+  assert.deepEqual(hub.stats(), { sockets: 0, watching: 0, projects: 0 });
+  assert.deepEqual([...source.subscribed], [], 'the last socket gone, the project is unsubscribed');
+  hub.close();
+});
+
+test('a socket never gets two messages closer than 250 ms, and ends on the latest count', async () => {
+  const { hub, source, open, creds } = setup();
+  const s = open('p2', creds());
+  await until(() => s.messages.length === 1, 'first message');
+  for (let i = 0; i < 30; i++) {
+    source.visit('p2', `v${i}`);
+    hub.changed('p2');
+    await sleep(30);
+  }
+  await until(() => s.last === 30, 'the last count', 2000);
+  const gaps = s.messages.slice(1).map((m, i) => m.at - s.messages[i]!.at);
+  assert.ok(gaps.every((g) => g >= 245), `gaps ${gaps.join(', ')}`); // timers may run a few ms early
+  assert.ok(s.messages.length <= 2 + Math.ceil((s.messages.at(-1)!.at - s.messages[0]!.at) / 250), `${s.messages.length} messages`);
+  hub.close();
+});
+
+test('the count drops by itself when a visitor leaves the 5-minute window', async () => {
+  const { hub, source, open, creds } = setup();
+  const now = Date.now();
+  source.visit('p3', 'leaving', now - LIVE_WINDOW_MS + 300); // leaves in 300 ms
+  source.visit('p3', 'staying', now);
+  const s = open('p3', creds());
+  await until(() => s.messages.length === 1, 'first message');
+  assert.equal(s.last, 2);
+  await until(() => s.last === 1, 'the aged-out count', 2000);
+  const took = s.messages.at(-1)!.at - now;
+  assert.ok(took >= 290, `told after ${took} ms, not before the visitor left`);
+  hub.close();
+});
+
+test('credentials from the first message; refusals close with 4000 + the HTTP status and send no count', async () => {
+  const { hub, source, open, creds } = setup({ authTimeoutMs: 100 });
+  source.visit('p4', 'a');
+  const browser = open('p4');
+  browser.handlers!.message(JSON.stringify({ clientId: 'reader', clientSecret: 'good' }));
+  const silent = open('p4');
+  const garbage = open('p4');
+  garbage.handlers!.message('hello');
+  const wrong = open('p4', { 'openpanel-client-id': 'reader', 'openpanel-client-secret': 'bad' });
+  const writer = open('p4', creds('writer-1'));
+  const otherProject = open('q4', creds());
+  const idOnly = open('p4', { 'service-client-id': 'reader' });
+  await until(() => browser.messages.length === 1 && silent.isClosed, 'browser count and the timeout');
+  assert.equal(browser.last, 1);
+  assert.deepEqual(
+    [silent, garbage, wrong, writer, otherProject, idOnly].map((s) => [s.closedWith?.code, s.messages.length]),
+    [[CLOSE.authTimeout, 0], [CLOSE.badMessage, 0], [4401, 0], [4403, 0], [4403, 0], [4401, 0]],
+  );
+  assert.equal(hub.stats().sockets, 1);
+  hub.close();
+  assert.equal(browser.closedWith?.code, CLOSE.goingAway);
+});
+
+test('a revoked client\'s sockets are closed; others stay', async () => {
+  const { hub, source, open, creds } = setup();
+  const doomed = open('p5', creds('reader-doomed'));
+  const kept = open('p5', creds('reader-kept'));
+  await until(() => doomed.messages.length === 1 && kept.messages.length === 1, 'first messages');
+  source.revokedIds.add('reader-doomed');
+  await until(() => doomed.isClosed, 'the revoked socket closed');
+  assert.deepEqual(doomed.closedWith, { code: CLOSE.unauthorized, reason: 'client revoked' });
+  assert.equal(kept.isClosed, false);
+  hub.close();
+});
+
+test('sockets beyond the limit are closed with 1013', async () => {
+  const { hub, open, creds } = setup({ maxSockets: 2 });
+  const a = open('p6', creds());
+  const b = open('p6', creds());
+  const c = open('p6', creds());
+  assert.equal(c.closedWith?.code, CLOSE.tryAgainLater);
+  assert.equal(a.isClosed || b.isClosed, false);
+  hub.close();
+});
