@@ -1,4 +1,5 @@
-// `npm run bench`: the whole benchmark suite in sequence — ingest (bench/ingest.ts), pipeline
+// `npm run bench`: the whole benchmark suite in sequence — end to end (bench/e2e.ts: npm start
+// under stepped open-loop load against bare uWS, the headline), ingest (bench/ingest.ts), pipeline
 // lag (bench/lag.ts), queries (bench/queries.ts), export (bench/export.ts) and export queries
 // at 1M/10M events (bench/export-queries.ts) — writing one section of bench/RESULTS.md and one
 // SVG bar chart (bench/charts/<name>.svg, linked from the section) per benchmark, so that
@@ -7,6 +8,7 @@
 //   npm run bench                      # everything, full durations (tens of minutes)
 //   npm run bench -- --only ingest,lag # a subset, in the suite's order
 //   npm run bench -- --quick           # short smoke run; prints, writes nothing unless --write
+//   npm run bench -- --only e2e --quick # the end-to-end headline alone, under ~2 minutes
 //
 // Each benchmark is its own script and can be run alone; the ones that are child
 // processes print their RESULTS.md section (markdown) on stdout, which is parsed here.
@@ -192,6 +194,27 @@ const ingest: Bench = async (quick) => {
   return { name: 'ingest', status: code === 0 ? 'ok' : 'failed', note: code === 0 ? undefined : `exit ${code} (durability check failed?)` };
 };
 
+/** End to end (bench/e2e.ts): npm start under stepped open-loop load, bare uWS in the same run. */
+const e2e: Bench = async (quick) => {
+  const { runE2e, e2eMarkdown, e2eOptions } = await import('./e2e');
+  const o = e2eOptions(quick ? ['--quick'] : []);
+  const r = await runE2e(o);
+  const bars = [
+    { label: 'bare uWS, wrk (closed loop)', value: r.bare.rps },
+    { label: 'Tidemark npm start, wrk (closed loop)', value: r.closed.rps },
+    ...[...r.steps].sort((a, b) => a.rate - b.rate).map((s) => ({ label: `open loop ${s.rate}/s${s.pass ? '' : ' (failed)'}`, value: s.acceptedPerS })),
+  ];
+  const link = writeChart('e2e.svg', barChartSvg({ title: 'End to end: accepted events/s (every 202 readable)', unit: 'events/s', bars }));
+  const md = `${e2eMarkdown(r, `npm run bench -- --only e2e${quick ? ' --quick' : ''}`)}\n![end to end](${link})\n`;
+  process.stdout.write(`${md}\n`);
+  writeSection('End to end', md);
+  const cap = r.capacity;
+  return {
+    name: 'e2e', status: 'ok',
+    note: `capacity ${cap ? Math.round(cap.acceptedPerS) : 'none'} events/s (${cap ? ((cap.acceptedPerS / r.bare.rps) * 100).toFixed(0) : 0}% of bare uWS ${Math.round(r.bare.rps)}); sequential p50 ${r.seq.p50.toFixed(2)} ms vs JetStream ${r.floor.p50.toFixed(2)} ms`,
+  };
+};
+
 const lag: Bench = async (quick) => {
   const { runLag, lagMarkdown, lagChart, lagOptions } = await import('./lag');
   const o = lagOptions(quick ? ['--quick'] : []);
@@ -266,7 +289,7 @@ const exportQueries: Bench = async (quick) => {
   };
 };
 
-const SUITE: [string, Bench][] = [['ingest', ingest], ['lag', lag], ['queries', queries], ['export', exportBench], ['export-queries', exportQueries]];
+const SUITE: [string, Bench][] = [['e2e', e2e], ['ingest', ingest], ['lag', lag], ['queries', queries], ['export', exportBench], ['export-queries', exportQueries]];
 
 async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({

@@ -86,7 +86,12 @@ const ingestErrors = {
   403: { description: 'A read client cannot ingest', content: json(IngestError) },
   413: { description: 'Body over 1 MiB', content: json(IngestError) },
   429: { description: 'Ingest rate limit of the client', content: json(IngestError) },
-  503: { description: 'The event could not be stored durably; retry with backoff', content: json(IngestError) },
+  503: { description: 'Not confirmed stored (it may or may not have been); retry with backoff and the same Idempotency-Key', content: json(IngestError) },
+};
+const idempotencyParam = {
+  name: 'Idempotency-Key', in: 'header', required: false,
+  description: 'The event\'s own key (1-256 characters; or the property __idempotencyKey): a retry with the same key is never counted twice',
+  schema: { type: 'string', minLength: 1, maxLength: 256 },
 };
 const projectParam = { name: 'projectId', in: 'path', required: true, schema: { type: 'string' } };
 
@@ -155,6 +160,7 @@ export function openApiDocument(extraPaths: Record<string, unknown> = {}): Recor
     '/event': {
       post: {
         summary: 'Create one event', tags: ['ingest'], security: ingestSecurity,
+        parameters: [idempotencyParam],
         requestBody: { required: true, content: { 'application/json': { schema: schema(EventBody) } } },
         responses: { 202: { description: 'Durably queued', content: json(IngestAccepted) }, ...ingestErrors },
       },
@@ -164,6 +170,7 @@ export function openApiDocument(extraPaths: Record<string, unknown> = {}): Recor
       post: {
         summary: 'track, identify, increment, decrement, group or assign_group', tags: ['ingest'],
         security: ingestSecurity,
+        parameters: [idempotencyParam],
         requestBody: { required: true, content: { 'application/json': { schema: schema(TrackBody) } } },
         responses: { 202: { description: 'Durably queued', content: json(IngestAccepted) }, ...ingestErrors },
       },

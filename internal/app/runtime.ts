@@ -35,6 +35,12 @@ import type { SocketRoute } from '../http/types';
 export interface Roles {
   api: boolean;
   worker: boolean;
+  /**
+   * With both roles (npm start): run the worker role (enrich, sessionize, write, jobs) in a
+   * worker thread of its own, so that its batches never hold up the thread that answers
+   * producers. Default false (both roles on one event loop, as tests start them in-process).
+   */
+  workerInThread?: boolean;
 }
 
 export interface Running {
@@ -46,6 +52,8 @@ export interface Running {
   redis: Redis;
   bus: Bus;
   shardManager: ShardManager | null;
+  /** Updates the sampled gauges (pool, Redis, consumer lag); /metrics does it before rendering. */
+  sampleGauges(): Promise<void>;
   /** Stops accepting, finishes in-flight work, commits and acks, closes clients. */
   drain(): Promise<void>;
   isDraining(): boolean;
@@ -98,13 +106,19 @@ export interface ThreadOptions {
   threadIndex: number;
   /** Renders /metrics over every thread (asks the main thread). */
   renderMetrics: () => Promise<string>;
+  /** The worker thread of npm start: no HTTP server (the main thread serves /metrics for it). */
+  noServer?: boolean;
 }
 
-export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): Promise<Running> {
+export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): Promise<Running> {
   const threadIndex = thread?.threadIndex ?? 0;
+  // npm start with the worker in a thread of its own: this thread runs the API role only.
+  const workerThread = asked.api && asked.worker && asked.workerInThread === true && !thread;
+  const roles: Roles = workerThread ? { api: true, worker: false } : asked;
   const log = createLogger(cfg.LOG_LEVEL, {
-    role: roles.api && roles.worker ? 'all' : roles.api ? 'api' : 'worker',
+    role: asked.api && asked.worker ? 'all' : roles.api ? 'api' : 'worker',
     ...(cfg.API_THREADS > 1 && roles.api ? { thread: threadIndex } : {}),
+    ...(thread?.noServer ? { thread: 'worker' } : {}),
   });
   const metrics = createMetrics({ processMetrics: threadIndex === 0 });
   const { db, redis, bus, timescale } = await connectAll(cfg, log);
@@ -145,6 +159,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
   let jobs: JobRunner | null = null;
   let enricher: Awaited<ReturnType<typeof createEnricher>> | null = null;
   let threads: ApiThreads | null = null;
+  let gate: Gate | null = null;
   let live: LivePush | null = null;
   const socketRoutes: SocketRoute[] = [];
   let projectWatch: ProjectChangeWatch | null = null;
@@ -197,7 +212,9 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
     const auth = new Authenticator(db);
     // A project changed (cli project update): this process drops its cached row at once.
     projectWatch = watchProjectChanges(createRedis(cfg.REDIS_URL), keys, (projectId) => auth.forgetProject(projectId));
-    const gate = new Gate(redis, keys);
+    gate = new Gate(redis, keys, { onAsyncError: () => metrics.degraded.inc({ dependency: 'redis' }) });
+    // Ingest answers without waiting for Redis once the revocation mirror is loaded.
+    await gate.start();
     for (const r of ingestRoutes({
       auth, gate, salts, batcher, shards: cfg.TIDEMARK_SHARDS, ipHeaders: ipHeaderOrder(cfg.TRUSTED_IP_HEADERS),
       subjectFor: (p, s) => bus.subjectFor(p, s),
@@ -207,7 +224,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
       },
       onRateLimited: (scope) => metrics.rateLimited.inc({ scope }),
     })) router.add(r);
-    const readDeps = { db, redis, keys, auth, gate, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX };
+    const readDeps = { db, redis, keys, auth, gate: gate!, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX };
     for (const r of readRoutes(readDeps)) router.add(r);
     live = livePush({ redis, redisUrl: cfg.REDIS_URL, keys, auth, gate, log, metrics, maxSockets: cfg.LIVE_MAX_SOCKETS });
     socketRoutes.push(live.route);
@@ -231,8 +248,8 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
   const port = roles.api ? cfg.PORT : cfg.METRICS_PORT;
   const logRequests = log.isLevelEnabled('debug'); // one line per request at LOG_LEVEL=debug
   const threadRequests = metrics.apiThreadRequests.labels(String(threadIndex));
-  threadRequests.inc(0); // the series exists (at 0) before the first request
-  server = new HttpServer({
+  if (!thread?.noServer) threadRequests.inc(0); // the series exists (at 0) before the first request
+  if (!thread?.noServer) server = new HttpServer({
     router,
     port,
     maxInFlight: cfg.MAX_IN_FLIGHT,
@@ -254,6 +271,7 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
       await Promise.all([server?.drain(), threads?.drain()]);
       projectWatch?.close();
       await batcher?.flushAll();
+      gate?.close();
       await shardManager?.close();
       await jobs?.close();
       enricher?.close();
@@ -263,16 +281,17 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
       log.info('drained');
     })());
 
-  // Extra API threads first (they listen on the same fixed port), the main thread last: once
-  // the main thread answers, every thread does.
-  if (roles.api && !thread && cfg.API_THREADS > 1) {
+  // Extra API threads and the worker thread first (API threads listen on the same fixed
+  // port), the main thread last: once the main thread answers, every thread does.
+  if (roles.api && !thread && (cfg.API_THREADS > 1 || workerThread)) {
     try {
       threads = await ApiThreads.start({
-        cfg, count: cfg.API_THREADS - 1, port: cfg.PORT, registry: metrics.registry, log,
+        cfg, count: cfg.API_THREADS - 1, worker: workerThread, port: cfg.PORT, registry: metrics.registry, log,
         onDied: (err) => {
-          // Its unanswered requests were never acked (producers retry them); restart the whole
-          // process rather than run with fewer threads than configured.
-          log.fatal({ err }, 'an API thread died; exiting');
+          // Its unanswered requests were never acked (producers retry them), and a worker's
+          // unacked messages are redelivered: restart the whole process rather than run with
+          // fewer threads than configured.
+          log.fatal({ err }, 'a thread died; exiting');
           process.exit(1);
         },
       });
@@ -281,14 +300,18 @@ export async function start(cfg: Config, roles: Roles, thread?: ThreadOptions): 
       throw err;
     }
   }
-  const boundPort = await server.listen();
+  const boundPort = server ? await server.listen() : 0;
   await salts.salts(Date.now());
-  log.info({ port: boundPort, roles, timescale, shards: cfg.TIDEMARK_SHARDS, namespace: cfg.TIDEMARK_NAMESPACE, apiThreads: roles.api ? (threads?.count ?? 0) + 1 : 0 }, thread ? 'API thread started' : 'tidemark started');
+  log.info(
+    { port: boundPort, roles: asked, timescale, shards: cfg.TIDEMARK_SHARDS, namespace: cfg.TIDEMARK_NAMESPACE, apiThreads: roles.api ? (threads?.apiCount ?? 0) + 1 : 0, workerThread },
+    thread ? (thread.noServer ? 'worker thread started' : 'API thread started') : 'tidemark started',
+  );
 
   return {
     port: boundPort,
     metricsPort: roles.api ? null : boundPort,
     log, metrics, db, redis, bus, shardManager,
+    sampleGauges,
     drain,
     isDraining: () => draining,
   };

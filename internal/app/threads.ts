@@ -1,6 +1,8 @@
-// API threads (API_THREADS > 1): the main thread runs start() as always, then starts
-// API_THREADS - 1 worker threads that each run the API role alone (internal/app/api-thread.ts)
-// on the same port. uWebSockets.js opens its listen sockets with SO_REUSEPORT, so the kernel
+// API threads (API_THREADS > 1) and npm start's worker thread: the main thread runs start()
+// as always, then starts API_THREADS - 1 worker threads that each run the API role alone
+// (internal/app/api-thread.ts) on the same port, and, under npm start, one more that runs
+// the worker role (enrich, sessionize, write, BullMQ jobs) without an HTTP server, so that a
+// worker batch never holds up a producer's 202 on the main thread. uWebSockets.js opens its listen sockets with SO_REUSEPORT, so the kernel
 // spreads new connections over the threads; each thread has its own uWS app, NATS, Redis and
 // PostgreSQL clients, ingest batcher and caches (everything shared lives in NATS, Redis and
 // PostgreSQL already: rate limits, live sets, salts, clients).
@@ -34,6 +36,8 @@ export type FromThread =
 export interface ThreadData {
   cfg: Config;
   index: number;
+  /** 'api' (default): the API role on the shared port; 'worker': the worker role, no server. */
+  role?: 'api' | 'worker';
 }
 
 /**
@@ -50,6 +54,7 @@ const DRAIN_TIMEOUT_MS = 35_000;
 
 interface Member {
   index: number;
+  role: 'api' | 'worker';
   worker: Worker;
   exited: Promise<void>;
   drained: boolean;
@@ -70,10 +75,11 @@ export class ApiThreads {
    * Starts `count` API threads on `port` (the port the main thread listens on); resolves when
    * every one listens, rejects (after stopping the others) when one cannot start.
    */
-  static async start(o: { cfg: Config; count: number; port: number; registry: Registry; log: Logger; onDied: (err: Error) => void }): Promise<ApiThreads> {
+  static async start(o: { cfg: Config; count: number; worker?: boolean; port: number; registry: Registry; log: Logger; onDied: (err: Error) => void }): Promise<ApiThreads> {
     const threads = new ApiThreads(o.registry, o.log);
     const cfg: Config = { ...o.cfg, PORT: o.port };
-    const ready = Array.from({ length: o.count }, (_, i) => threads.spawn(cfg, i + 1, o.onDied));
+    const ready = Array.from({ length: o.count }, (_, i) => threads.spawn(cfg, i + 1, 'api', o.onDied));
+    if (o.worker) ready.push(threads.spawn(cfg, o.count + 1, 'worker', o.onDied));
     const results = await Promise.allSettled(ready);
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) {
@@ -83,15 +89,16 @@ export class ApiThreads {
     return threads;
   }
 
-  get count(): number {
-    return this.members.length;
+  /** Extra API threads (the worker thread not counted). */
+  get apiCount(): number {
+    return this.members.filter((m) => m.role === 'api').length;
   }
 
-  private spawn(cfg: Config, index: number, onDied: (err: Error) => void): Promise<void> {
-    const data: ThreadData = { cfg, index };
-    const worker = new Worker(THREAD_BOOT, { eval: true, workerData: data, name: `tidemark-api-${index}` });
+  private spawn(cfg: Config, index: number, role: 'api' | 'worker', onDied: (err: Error) => void): Promise<void> {
+    const data: ThreadData = { cfg, index, role };
+    const worker = new Worker(THREAD_BOOT, { eval: true, workerData: data, name: role === 'api' ? `tidemark-api-${index}` : 'tidemark-worker' });
     let onExit!: () => void;
-    const member: Member = { index, worker, exited: new Promise<void>((r) => (onExit = r)), drained: false };
+    const member: Member = { index, role, worker, exited: new Promise<void>((r) => (onExit = r)), drained: false };
     this.members.push(member);
     return new Promise<void>((resolve, reject) => {
       let started = false;
@@ -102,7 +109,7 @@ export class ApiThreads {
             resolve();
             break;
           case 'failed':
-            reject(new Error(`API thread ${index}: ${m.message}`));
+            reject(new Error(`${role} thread ${index}: ${m.message}`));
             break;
           case 'drained':
             // Its requests answered, its batcher flushed and acked, its sockets and clients
@@ -121,13 +128,13 @@ export class ApiThreads {
         }
       });
       worker.on('error', (err) => {
-        this.log.error({ err, thread: index }, 'API thread failed');
+        this.log.error({ err, thread: index, role }, 'thread failed');
         if (!started) reject(err);
       });
       worker.on('exit', (code) => {
         onExit();
-        if (!started) reject(new Error(`API thread ${index} exited with code ${code} before listening`));
-        else if (!this.draining && !member.drained) onDied(new Error(`API thread ${index} exited with code ${code}`));
+        if (!started) reject(new Error(`${role} thread ${index} exited with code ${code} before it started`));
+        else if (!this.draining && !member.drained) onDied(new Error(`${role} thread ${index} exited with code ${code}`));
       });
     });
   }
@@ -173,7 +180,7 @@ export class ApiThreads {
           new Promise<boolean>((r) => setTimeout(() => r(true), DRAIN_TIMEOUT_MS).unref()),
         ]);
         if (timedOut) {
-          this.log.error({ thread: m.index }, 'API thread did not drain in time; terminating it');
+          this.log.error({ thread: m.index, role: m.role }, 'thread did not drain in time; terminating it');
           await m.worker.terminate();
         }
       }),

@@ -141,7 +141,10 @@ export async function runCli(argv: string[], cfg: Config): Promise<unknown> {
         // Every API process checks this set on each request: revocation holds at once.
         const redis = await connectRedis(cfg.REDIS_URL);
         try {
-          await redis.sadd(redisKeys(cfg.TIDEMARK_NAMESPACE).revoked, id);
+          const keys = redisKeys(cfg.TIDEMARK_NAMESPACE);
+          await redis.sadd(keys.revoked, id);
+          // API processes keep a mirror of the set; they learn of the change here.
+          await redis.publish(keys.revocations, id);
         } finally {
           redis.disconnect();
         }

@@ -29,9 +29,13 @@ const EnvSchema = z.object({
   DATABASE_POOL_MAX: intFrom(20, 1),
   GEOIP_CITY_PATH: z.string().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  /** Micro-batching of ingest publishes: flush at this many ops or after this many ms. */
+  /**
+   * Micro-batching of ingest publishes: an op for an idle subject is published at once; ops
+   * that arrive while a publish of their subject is in flight share the next message, of at
+   * most INGEST_BATCH_MAX ops. INGEST_BATCH_MS > 0 adds a fixed wait on the idle path.
+   */
   INGEST_BATCH_MAX: intFrom(256, 1),
-  INGEST_BATCH_MS: z.coerce.number().min(0).default(1),
+  INGEST_BATCH_MS: z.coerce.number().min(0).default(0),
   /** How long the API waits for a JetStream ack before answering 503. */
   INGEST_PUBLISH_TIMEOUT_MS: intFrom(5000, 100),
   /** Max ops a worker commits in one transaction. */
@@ -53,6 +57,12 @@ const EnvSchema = z.object({
    * runs in the main thread only. Set it to the cores the API may use.
    */
   API_THREADS: z.coerce.number().int().min(1).max(64).default(1),
+  /**
+   * npm start only: the nice value of the worker thread (Linux). Above 0, under CPU
+   * contention the thread answering producers runs first, and the worker falls behind
+   * instead (lag grows; the producers feel no back-pressure). 0: the same priority.
+   */
+  WORKER_THREAD_NICE: z.coerce.number().int().min(0).max(19).default(0),
   /** Days of raw events/sessions to keep; 0 keeps everything. */
   RETENTION_DAYS: intFrom(0, 0),
   /**

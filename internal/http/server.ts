@@ -37,7 +37,7 @@ const STATUS_LINE: Record<number, string> = Object.fromEntries(
 export const INGEST_CORS_HEADERS = {
   'Access-Control-Allow-Methods': 'POST, OPTIONS',
   'Access-Control-Allow-Headers':
-    'content-type, service-client-id, service-client-secret, openpanel-client-id, openpanel-client-secret, openpanel-sdk-name, openpanel-sdk-version, x-client-ip, user-agent',
+    'content-type, service-client-id, service-client-secret, openpanel-client-id, openpanel-client-secret, openpanel-sdk-name, openpanel-sdk-version, x-client-ip, user-agent, idempotency-key',
   'Access-Control-Max-Age': '86400',
 };
 

@@ -40,3 +40,97 @@ test('messages stay under maxBytes; a large op travels alone, compressed; one to
   const random = { ...op(1), properties: { blob: Array.from({ length: 4000 }, () => String.fromCharCode(33 + Math.floor(Math.random() * 90))).join('') } } as QueuedOp;
   await assert.rejects(b.add('s', random), OpTooLargeError);
 });
+
+/** A publish function whose acks the test releases by hand. */
+function manualPublish() {
+  const calls: { subject: string; ops: QueuedOp[]; msgId: string; ack: () => void; fail: (e: Error) => void }[] = [];
+  const publish = (subject: string, data: Uint8Array, msgId: string) =>
+    new Promise<void>((resolve, reject) => calls.push({ subject, ops: decodeBatch(data).ops, msgId, ack: resolve, fail: reject }));
+  return { calls, publish };
+}
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+test('an op for an idle subject is published at once, with no timer; ops that arrive while it is in flight share the next message', async () => {
+  const m = manualPublish();
+  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, publish: m.publish });
+  const first = b.add('s', op(1));
+  // Synchronously: no timer, no turn of the event loop.
+  assert.equal(m.calls.length, 1);
+  assert.deepEqual(m.calls[0]!.ops.map((o) => o.id), ['id-1']);
+  const later = [b.add('s', op(2)), b.add('s', op(3)), b.add('s', op(4))];
+  const other = b.add('t', op(5)); // another subject is idle: at once too
+  assert.equal(m.calls.length, 2);
+  assert.equal(m.calls[1]!.subject, 't');
+  await tick();
+  assert.equal(m.calls.length, 2, 'nothing more is published while the first is in flight (within the wait cap)');
+  m.calls[0]!.ack();
+  await first;
+  await tick();
+  assert.equal(m.calls.length, 3, 'the gathered ops go the moment the publish in flight settles');
+  assert.deepEqual(m.calls[2]!.ops.map((o) => o.id), ['id-2', 'id-3', 'id-4']);
+  m.calls[2]!.ack();
+  m.calls[1]!.ack();
+  await Promise.all([...later, other]);
+});
+
+test('the size cap still applies while a publish is in flight; a failed publish releases the ops gathered behind it', async () => {
+  const m = manualPublish();
+  const b = new Batcher({ maxOps: 2, maxDelayMs: 0, maxBytes: 1 << 20, publish: m.publish });
+  const first = b.add('s', op(1));
+  const gathered = [b.add('s', op(2)), b.add('s', op(3))];
+  assert.equal(m.calls.length, 2, 'a full message is published without waiting');
+  assert.deepEqual(m.calls[1]!.ops.map((o) => o.id), ['id-2', 'id-3']);
+  const fourth = b.add('s', op(4));
+  m.calls[0]!.fail(new Error('nats down'));
+  await assert.rejects(first);
+  await tick();
+  assert.equal(m.calls.length, 3, 'the failed publish settled: the fourth goes');
+  assert.deepEqual(m.calls[2]!.ops.map((o) => o.id), ['id-4']);
+  m.calls[1]!.ack();
+  m.calls[2]!.ack();
+  await Promise.all([...gathered, fourth]);
+});
+
+test('an op alone in its message uses the message id it was given; a shared message gets a random one', async () => {
+  const m = manualPublish();
+  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, publish: m.publish });
+  const a = b.add('s', op(1), 'lone-1');
+  const c = [b.add('s', op(2), 'lone-2'), b.add('s', op(3), 'lone-3')];
+  m.calls[0]!.ack();
+  await a;
+  await tick();
+  assert.equal(m.calls[0]!.msgId, 'lone-1');
+  assert.notEqual(m.calls[1]!.msgId, 'lone-2');
+  assert.match(m.calls[1]!.msgId, /^[0-9a-f-]{36}$/);
+  m.calls[1]!.ack();
+  await Promise.all(c);
+});
+
+test('flushAll waits for the ops gathered behind a publish in flight too (drain)', async () => {
+  let published = 0;
+  const b = new Batcher({
+    maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20,
+    publish: (_s, d) => new Promise<void>((r) => setTimeout(() => { published += decodeBatch(d).ops.length; r(); }, 5)),
+  });
+  const all = [b.add('s', op(1)), b.add('s', op(2)), b.add('s', op(3))];
+  await b.flushAll();
+  assert.equal(published, 3);
+  await Promise.all(all);
+});
+
+test('ops gathered behind a publish that does not settle go after maxWaitBehindMs, so each times out on its own clock', async () => {
+  const m = manualPublish();
+  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: 20, publish: m.publish });
+  const stuck = b.add('s', op(1));
+  const behind = b.add('s', op(2));
+  await tick();
+  assert.equal(m.calls.length, 1);
+  await new Promise((r) => setTimeout(r, 40));
+  assert.equal(m.calls.length, 2, 'published although the first is still in flight');
+  assert.deepEqual(m.calls[1]!.ops.map((o) => o.id), ['id-2']);
+  m.calls[1]!.fail(new Error('timeout'));
+  await assert.rejects(behind);
+  m.calls[0]!.ack();
+  await stuck;
+});

@@ -12,6 +12,7 @@ import { OpTooLargeError, type Batcher } from './batcher';
 import { DEFAULT_IP_HEADERS, type IpHeaderOrder } from './client-ip';
 import { GenerationalCache } from './cache';
 import { DeviceIdCache, type SaltKeeper } from './identity';
+import { dedupeMsgId, dedupeOpId, takeIdempotencyKey } from './idempotency';
 import { clientIpOf, planEvent, planTrackBody, type OpContext, type PlannedOp } from './ops';
 import { EventBody, TrackBody, trackBodyFast, type EventBodyT, type TrackBodyT } from './schemas';
 import { queuedOpProblem } from './storable';
@@ -95,9 +96,10 @@ export function parseJsonBody<T>(req: HttpRequest, schema: ZodType<T>): T {
   return parsed.data;
 }
 
-/** Where an op's fields are in the request body, for the 400's issue path. */
-const EVENT_BODY_PATH: readonly string[] = [];
-const TRACK_BODY_PATH: readonly string[] = ['payload'];
+/** Where a body's properties are (for `__idempotencyKey`). */
+const eventProperties = (b: EventBodyT): [Record<string, unknown> | undefined, string[]] => [b.properties, ['properties']];
+const trackProperties = (b: TrackBodyT): [Record<string, unknown> | undefined, string[]] =>
+  [(b.payload as { properties?: Record<string, unknown> }).properties, ['payload', 'properties']];
 
 /** Response headers of a 202 without a rate limit (never mutated). */
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
@@ -119,7 +121,12 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
    * per request (the cached client and the day's salts are taken without a promise), so the
    * hot path awaits only the gate's Redis call and the JetStream ack.
    */
-  async function ingest<B>(req: HttpRequest, schema: ZodType<B>, plan: (body: B, ctx: OpContext) => PlannedOp, bodyPath: readonly string[]): Promise<HttpResponse> {
+  async function ingest<B>(
+    req: HttpRequest,
+    schema: ZodType<B>,
+    plan: (body: B, ctx: OpContext) => PlannedOp,
+    propertiesOf: (body: B) => [Record<string, unknown> | undefined, string[]],
+  ): Promise<HttpResponse> {
     const client = deps.auth.cachedForIngest(req) ?? (await deps.auth.forIngest(req));
     // The client may have been revoked since it was cached: the revocation check normally
     // rides with the rate limit in the gate, after parsing, so a refused body asks Redis
@@ -131,6 +138,8 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       if (await deps.gate.isRevoked(client.id).catch(() => false)) throw new UnauthorizedError('invalid client credentials');
       throw err;
     }
+    const [properties, propertiesPath] = propertiesOf(body);
+    const idempotencyKey = takeIdempotencyKey(req, properties, propertiesPath);
     const projectId = client.projectId;
     const receivedMs = now();
     const userAgent = req.headers['user-agent'] ?? null;
@@ -150,23 +159,27 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     }
     // What PostgreSQL could not store or index is refused now, never after a 202 (./storable.ts).
     let op = planned.build(deviceId, ip);
-    const problem = queuedOpProblem(op, bodyPath);
+    const problem = queuedOpProblem(op, propertiesPath.slice(0, -1)); // the op's fields are one level above its properties
     if (problem) {
       if (await deps.gate.isRevoked(client.id).catch(() => false)) throw new UnauthorizedError('invalid client credentials');
       throw new BadRequestError(`${problem.path.join('.')}: ${problem.message}`, [problem]);
     }
     // Live visitors: recent, non-bot events only (a backfilled event is not live).
     const live = planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !isBotUa(userAgent) ? planned.eventMs : null;
-    let gate: GateResult;
-    try {
-      gate = await deps.gate.ingest({
-        clientId: client.id, ratePerSecond: client.ingestRate, projectId, deviceId, previousDeviceId,
-        markSeen: window.markSeen && !planned.deviceOverride,
-        profileId: planned.profileId ?? '', liveAtMs: live, nowMs: receivedMs,
-      });
-    } catch (err) {
-      deps.onDegraded?.('redis', err);
-      gate = { outcome: 'ok', rate: null, deviceId };
+    // Usually decided at once (local revocation mirror and token bucket); a promise only when
+    // Redis must answer first (see internal/ratelimit/gate.ts).
+    let gate: GateResult | Promise<GateResult> = deps.gate.ingest({
+      clientId: client.id, ratePerSecond: client.ingestRate, projectId, deviceId, previousDeviceId,
+      markSeen: window.markSeen && !planned.deviceOverride,
+      profileId: planned.profileId ?? '', liveAtMs: live, nowMs: receivedMs,
+    });
+    if (gate instanceof Promise) {
+      try {
+        gate = await gate;
+      } catch (err) {
+        deps.onDegraded?.('redis', err);
+        gate = { outcome: 'ok', rate: null, deviceId };
+      }
     }
     if (gate.outcome === 'revoked') throw new UnauthorizedError('invalid client credentials');
     if (gate.outcome === 'limited') {
@@ -176,11 +189,24 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       throw e;
     }
     if (gate.deviceId !== deviceId) op = planned.build(gate.deviceId, ip);
+    let msgId: string | undefined;
+    if (idempotencyKey !== null) {
+      op.id = dedupeOpId(projectId, idempotencyKey);
+      op.dedupeKey = idempotencyKey;
+      msgId = dedupeMsgId(op.id);
+    }
     try {
-      await deps.batcher.add(deps.subjectFor(projectId, shardOf(gate.deviceId, deps.shards)), op);
+      await deps.batcher.add(deps.subjectFor(projectId, shardOf(gate.deviceId, deps.shards)), op, msgId);
     } catch (err) {
       if (err instanceof OpTooLargeError) throw new PayloadTooLargeError(err.message);
-      throw Object.assign(new ServiceUnavailableError('event could not be stored; retry with backoff'), { cause: err });
+      // A publish that timed out may still have been stored: never a 2xx for an unknown
+      // outcome; a retry with the same idempotency key cannot count it twice.
+      const e = Object.assign(
+        new ServiceUnavailableError('event not confirmed stored (it may or may not have been); retry with backoff, with the same Idempotency-Key to avoid counting it twice'),
+        { cause: err },
+      );
+      e.headers = { 'Retry-After': '1' };
+      throw e;
     }
     return { status: 202, headers: gate.rate ? rateHeaders(gate.rate) : NO_HEADERS, body: { deviceId: gate.deviceId } };
   }
@@ -188,11 +214,11 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
   return [
     {
       method: 'POST', pattern: '/event', family: 'ingest', cors: true,
-      handler: (req) => ingest<EventBodyT>(req, EventBody, planEvent, EVENT_BODY_PATH),
+      handler: (req) => ingest<EventBodyT>(req, EventBody, planEvent, eventProperties),
     },
     {
       method: 'POST', pattern: '/track', family: 'ingest', cors: true,
-      handler: (req) => ingest<TrackBodyT>(req, TrackBody, planTrackBody, TRACK_BODY_PATH),
+      handler: (req) => ingest<TrackBodyT>(req, TrackBody, planTrackBody, trackProperties),
     },
   ];
 }

@@ -12,6 +12,12 @@ interface QueuedBase {
   deviceId: string;
   /** ISO 8601 receipt time at the API. */
   receivedAt: string;
+  /**
+   * The producer's idempotency key (`Idempotency-Key` header or `__idempotencyKey`), when it
+   * sent one; then `id` is derived from (projectId, key). The worker applies at most one op
+   * per (projectId, dedupeKey), so a retried request is never counted twice.
+   */
+  dedupeKey?: string;
 }
 
 export interface QueuedTrack extends QueuedBase {

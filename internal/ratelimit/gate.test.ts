@@ -3,7 +3,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { Gate, deviceWindow } from './gate';
+import { Gate, deviceWindow, type GateResult } from './gate';
 import { connectRedis, redisKeys } from '../redis/redis';
 import { ensureServices, REDIS_URL } from '../../test/support/harness';
 
@@ -120,6 +120,106 @@ test('a /live read counts the live set in the rate-limit call: entries older tha
   assert.deepEqual(await gate.readLive(client, 100, 10_000, now, project), { result: { outcome: 'revoked' }, live: null });
 });
 
+// ---- The fast path (after start()): answers without waiting for Redis ----
+
+import { grantSize } from './lease';
+
+async function startedGate(): Promise<{ gate: Gate; close: () => void }> {
+  const conn = await connectRedis(REDIS_URL, { failFast: true });
+  const g = new Gate(conn, keys);
+  await g.start();
+  return { gate: g, close: () => { g.close(); conn.disconnect(); } };
+}
+
+test('started: a request is answered at once (no promise); its live update reaches Redis right after', async () => {
+  const { gate: g, close } = await startedGate();
+  try {
+    assert.equal(g.fast, true);
+    const project = `fast-${randomBytes(3).toString('hex')}`;
+    const now = Date.now();
+    const r = g.ingest({ ...base, clientId: 'free', projectId: project, profileId: 'p1', liveAtMs: now, deviceId: 'd1', previousDeviceId: '', markSeen: true, nowMs: now });
+    assert.ok(!(r instanceof Promise), 'decided without Redis');
+    assert.deepEqual(r, { outcome: 'ok', rate: null, deviceId: 'd1' });
+    await new Promise((res) => setTimeout(res, 50));
+    assert.deepEqual(await redis.zrange(keys.live(project), '0', '-1'), ['p1']);
+    assert.equal(await redis.get(keys.seen('d1')), '1');
+    // In the 30 minutes after midnight the device id depends on Redis: that request waits for it.
+    const choice = g.ingest({ ...base, deviceId: 'new-id', previousDeviceId: 'old-id', markSeen: false, nowMs: MIDNIGHT + 60_000 });
+    assert.ok(choice instanceof Promise);
+    assert.equal((await choice).outcome, 'ok');
+  } finally {
+    close();
+  }
+});
+
+test('started: a revocation announced on the channel holds for the very next request; one the channel missed holds after one background call', async () => {
+  const { gate: g, close } = await startedGate();
+  try {
+    const announced = `c-${randomBytes(3).toString('hex')}`;
+    const missed = `c-${randomBytes(3).toString('hex')}`;
+    const ask = (clientId: string) => g.ingest({ ...base, clientId, ratePerSecond: 100, deviceId: 'd', previousDeviceId: '', markSeen: false, liveAtMs: Date.now(), nowMs: Date.now() });
+    assert.equal((await ask(announced)).outcome, 'ok');
+    assert.equal((await ask(missed)).outcome, 'ok');
+    // What the CLI does: add to the set, then announce.
+    await redis.sadd(keys.revoked, announced);
+    await redis.publish(keys.revocations, announced);
+    await new Promise((res) => setTimeout(res, 20));
+    const next = ask(announced);
+    assert.ok(!(next instanceof Promise));
+    assert.deepEqual(next, { outcome: 'revoked' });
+    // Added to the set without an announcement: the next background call (this request's live update) learns it.
+    await redis.sadd(keys.revoked, missed);
+    assert.equal((await ask(missed)).outcome, 'ok', 'admitted from the grant it held');
+    await new Promise((res) => setTimeout(res, 50));
+    assert.deepEqual(await ask(missed), { outcome: 'revoked' });
+  } finally {
+    close();
+  }
+});
+
+test('started, 3 gates (3 API threads) at 3x a client\'s limit for 2.5 s: no 1 s span admits more than limit + 2 x 3 x grant', async () => {
+  const gates = await Promise.all([startedGate(), startedGate(), startedGate()]);
+  const client = `c-${randomBytes(3).toString('hex')}`;
+  const limit = 100;
+  const admitted: number[] = [];
+  let limited = 0;
+  let sync = 0;
+  try {
+    const started = Date.now();
+    const waits: Promise<void>[] = [];
+    // Each gate gets limit requests per second in 5 ms ticks: 3x the limit in all.
+    while (Date.now() - started < 2500) {
+      for (const { gate: g } of gates) {
+        const r = g.ingest({ ...base, clientId: client, ratePerSecond: limit, deviceId: 'd', previousDeviceId: '', markSeen: false, nowMs: Date.now() });
+        const record = (x: GateResult): void => {
+          if (x.outcome === 'ok') admitted.push(Date.now());
+          else if (x.outcome === 'limited') limited++;
+        };
+        if (r instanceof Promise) waits.push(r.then(record));
+        else {
+          sync++;
+          record(r);
+        }
+      }
+      await new Promise((res) => setTimeout(res, 10 / 2));
+    }
+    await Promise.all(waits);
+  } finally {
+    for (const g of gates) g.close();
+  }
+  const sorted = admitted.sort((a, b) => a - b);
+  let worst = 0;
+  for (let i = 0, j = 0; j < sorted.length; j++) {
+    while (sorted[j]! - sorted[i]! >= 1000) i++;
+    worst = Math.max(worst, j - i + 1);
+  }
+  const bound = limit + 2 * gates.length * grantSize(limit);
+  assert.ok(worst <= bound, `worst 1 s span admitted ${worst} > ${bound}`);
+  assert.ok(admitted.length >= 2 * limit, `admitted ${admitted.length} in 2.5 s`);
+  assert.ok(limited > 0, 'over the limit some are refused');
+  assert.ok(sync > admitted.length / 2, `${sync} of ${admitted.length} admitted without waiting`);
+});
+
 test('ingest trims the live set itself: with steady traffic and no /live reader it holds only the last 5 minutes', async () => {
   const now = Date.now();
   const project = `trim-${randomBytes(3).toString('hex')}`;
@@ -147,5 +247,30 @@ test('ingest announces a new live visitor on the project channel, once per call,
     assert.deepEqual(heard, [keys.liveChanged(project), keys.liveChanged(project)]);
   } finally {
     sub.disconnect();
+  }
+});
+
+test('started (answers without Redis): the background call trims the live set and announces a new visitor the same way', async () => {
+  const { gate: g, close } = await startedGate();
+  const now = Date.now();
+  const project = `fastpub-${randomBytes(3).toString('hex')}`;
+  const key = keys.live(project);
+  const sub = await connectRedis(REDIS_URL);
+  const heard: string[] = [];
+  sub.on('message', (channel: string) => heard.push(channel));
+  await sub.subscribe(keys.liveChanged(project));
+  try {
+    await redis.zadd(key, now - 10 * 60_000, 'gone-10', now - 5 * 60_000, 'edge-5', now - 4 * 60_000, 'recent');
+    const ev = (profileId: string) => g.ingest({ ...base, projectId: project, profileId, liveAtMs: now, deviceId: 'd', previousDeviceId: '', markSeen: false, nowMs: now });
+    ev('a');
+    ev('b'); // same turn: one background call, one message
+    await new Promise((r) => setTimeout(r, 100));
+    ev('a'); // returning: no message
+    await new Promise((r) => setTimeout(r, 200));
+    assert.deepEqual(await redis.zrange(key, '0', '-1'), ['recent', 'a', 'b']);
+    assert.deepEqual(heard, [keys.liveChanged(project)]);
+  } finally {
+    sub.disconnect();
+    close();
   }
 });

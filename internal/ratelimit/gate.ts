@@ -1,6 +1,16 @@
-// One Redis round trip per request (ingest: per event-loop turn): revocation check +
-// sliding-window rate limit, and for ingest also the device choice across the salt change and
-// the live-visitor update.
+// Revocation, rate limit, device choice across the salt change and the live-visitor update.
+//
+// Ingest, once started (start()): the answer normally does not wait for Redis. Revocation is
+// read from a local mirror of the revoked-clients set (loaded at start, kept current by a
+// Redis channel the CLI publishes to, and re-checked by every asynchronous call); the rate
+// limit from a per-client token bucket kept in step with Redis by leases (lease.ts, which
+// states the tolerance); the live-set and seen-device updates are sent after the answer, in
+// one Redis call per event-loop turn. Only a request whose device id depends on Redis (in the
+// 30 minutes after midnight UTC, when yesterday's salt may continue a visit), or any request
+// while the mirror is not in step with Redis, takes the path below: one Redis call that
+// decides it exactly, shared by the requests of the event-loop turn.
+//
+// Reads: one Redis round trip per request.
 //
 // The rate limit is a sliding log in a sorted set per (scope, client): one member per admitted
 // request, scored by Redis' own clock (TIME, so every API process agrees). A request is
@@ -10,6 +20,9 @@
 // logged. X-RateLimit-Reset (and Retry-After) is the time until the oldest admitted request
 // leaves the window, i.e. until a refused client is admitted again.
 import type { Redis, RedisKeys } from '../redis/redis';
+import { LocalBuckets, RATE_WINDOW_MS, type LeaseAnswer, type RateState, type TakeResult } from './lease';
+
+export type { RateState } from './lease';
 
 // One call decides a whole batch of ingest requests (all those that arrived in one event-loop
 // turn), each exactly as if alone and in arrival order. The batch travels as ONE JSON
@@ -137,12 +150,90 @@ end
 return {1, count, ttl, live}
 `;
 
-export interface RateState {
-  limit: number;
-  remaining: number;
-  /** Seconds until the oldest admitted request leaves the window (a refused client may retry then). */
-  resetSeconds: number;
-}
+// The answer-free half of the fast path, one call per event-loop turn: leases (reserve up to
+// `want` slots in a client's log) and the effects of admitted requests (live set, seen
+// device). Every client id it sees is checked against the revoked set, so a revocation the
+// channel missed is learnt within one call. ARGV: 1 JSON {l: [[rate key, client id, limit,
+// want], ...], e: [[live key, seen key or '', profile, live-at ms or '', client id], ...]},
+// 2 revoked-clients key, 3 window ms, 4 seen TTL seconds, 5 sequence key, 6 live cutoff ms.
+// Returns JSON {l: [[code (1 ok, -1 revoked), granted, count, ttl ms], ...], rev: [client
+// ids]}. Live sets are trimmed and a new live visitor announced exactly as INGEST_SCRIPT does.
+const ASYNC_SCRIPT = `
+local req = cjson.decode(ARGV[1])
+local revokedKey = ARGV[2]
+local windowMs = tonumber(ARGV[3])
+local seenTtl = ARGV[4]
+local seqKey = ARGV[5]
+local liveCutoff = ARGV[6]
+local trimmed = {}
+local changed = {}
+local changedKeys = {}
+local checked = {}
+local function revoked(id)
+  local v = checked[id]
+  if v == nil then
+    v = redis.call('SISMEMBER', revokedKey, id)
+    checked[id] = v
+  end
+  return v == 1
+end
+for _, e in ipairs(req.e) do
+  revoked(e[5])
+  if e[2] ~= '' then redis.call('SET', e[2], '1', 'EX', seenTtl) end
+  if e[4] ~= '' then
+    local liveKey = e[1]
+    if not trimmed[liveKey] then
+      trimmed[liveKey] = true
+      redis.call('ZREMRANGEBYSCORE', liveKey, '-inf', liveCutoff)
+    end
+    if redis.call('ZADD', liveKey, 'GT', e[4], e[3]) == 1 and not changed[liveKey] then
+      changed[liveKey] = true
+      changedKeys[#changedKeys + 1] = liveKey
+    end
+    redis.call('PEXPIRE', liveKey, 600000)
+  end
+end
+for _, liveKey in ipairs(changedKeys) do
+  redis.call('PUBLISH', liveKey .. ':changed', '1')
+end
+local leases = {}
+local now = nil
+local seq = nil
+for n, l in ipairs(req.l) do
+  if revoked(l[2]) then
+    leases[n] = {-1, 0, 0, 0}
+  else
+    if now == nil then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    local limit = tonumber(l[3])
+    local want = tonumber(l[4])
+    redis.call('ZREMRANGEBYSCORE', l[1], '-inf', now - windowMs)
+    local count = redis.call('ZCARD', l[1])
+    local granted = limit - count
+    if granted > want then granted = want end
+    if granted < 0 then granted = 0 end
+    if granted > 0 then
+      if seq == nil then seq = redis.call('INCR', seqKey) end
+      for k = 1, granted do
+        redis.call('ZADD', l[1], now, seq .. ':' .. n .. ':' .. k)
+      end
+      redis.call('PEXPIRE', l[1], windowMs)
+      count = count + granted
+    end
+    local ttl = windowMs
+    local oldest = redis.call('ZRANGE', l[1], 0, 0, 'WITHSCORES')
+    if oldest[2] then ttl = tonumber(oldest[2]) + windowMs - now end
+    leases[n] = {1, granted, count, ttl}
+  end
+end
+local rev = {}
+for id, v in pairs(checked) do
+  if v == 1 then rev[#rev + 1] = id end
+end
+return cjson.encode({l = leases, rev = rev})
+`;
 
 export type GateResult =
   | { outcome: 'revoked' }
@@ -178,6 +269,21 @@ interface PendingIngest {
   reject: (err: unknown) => void;
 }
 
+interface PendingLease {
+  clientId: string;
+  limit: number;
+  want: number;
+  resolve: (a: LeaseAnswer) => void;
+  reject: (err: unknown) => void;
+}
+
+export interface GateOptions {
+  /** A background Redis call failed (live or seen update lost, lease refused by the error). */
+  onAsyncError?: (err: unknown) => void;
+}
+
+const REVOKED_RESULT: GateResult = Object.freeze({ outcome: 'revoked' }) as GateResult;
+
 /**
  * The salt changes at 00:00 UTC and a visit continues across it for up to 30 minutes of
  * inactivity: devices need marking as seen only in the 30 minutes before midnight, and the
@@ -189,18 +295,164 @@ export function deviceWindow(nowMs: number): { markSeen: boolean; tryPrevious: b
 }
 
 export class Gate {
-  constructor(private readonly redis: Redis, private readonly keys: RedisKeys) {
+  /** Local mirror of the revoked-clients set (grows only: a revocation is final). */
+  private readonly revoked = new Set<string>();
+  /** The mirror is in step with Redis (subscribed and loaded): the fast path may be taken. */
+  private mirrorReady = false;
+  private subscriber: Redis | null = null;
+  private readonly buckets = new LocalBuckets((clientId, limit, want) => this.requestLease(clientId, limit, want));
+  private leases: PendingLease[] = [];
+  private effects: string[][] = [];
+  private asyncScheduled = false;
+
+  constructor(private readonly redis: Redis, private readonly keys: RedisKeys, private readonly opts: GateOptions = {}) {
     redis.defineCommand('tmIngestGate', { numberOfKeys: 0, lua: INGEST_SCRIPT });
+    redis.defineCommand('tmIngestAsync', { numberOfKeys: 0, lua: ASYNC_SCRIPT });
     redis.defineCommand('tmReadGate', { numberOfKeys: 2, lua: READ_SCRIPT });
     redis.defineCommand('tmReadLiveGate', { numberOfKeys: 3, lua: READ_SCRIPT });
   }
 
   /**
-   * Revocation, rate limit, device choice and live update for one ingest request. Requests
-   * that arrive in the same event-loop turn share one Redis call (flushed on setImmediate or
-   * at MAX_BATCH), so the per-request cost is a few array pushes, not a command round trip.
+   * Subscribes to revocations and loads the revoked set: from then on ingest answers without
+   * waiting for Redis (see the top of this file). Without start() every request takes the
+   * exact path. After a lost connection the fast path resumes once the set is reloaded.
    */
-  ingest(i: IngestGateInput): Promise<GateResult> {
+  async start(): Promise<void> {
+    if (this.subscriber) return;
+    const sub = this.redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null, lazyConnect: true });
+    this.subscriber = sub;
+    sub.on('error', () => {});
+    sub.on('message', (_channel: string, clientId: string) => {
+      this.revoked.add(clientId);
+      this.buckets.drop(clientId);
+    });
+    sub.on('close', () => (this.mirrorReady = false));
+    // ioredis subscribes again on reconnect; the set is then reloaded before the fast path resumes.
+    sub.on('ready', () => {
+      if (this.subscriber === sub && sub.status === 'ready' && this.subscribedOnce) void this.reload();
+    });
+    await sub.connect();
+    await sub.subscribe(this.keys.revocations);
+    this.subscribedOnce = true;
+    await this.reload();
+  }
+
+  private subscribedOnce = false;
+
+  private async reload(): Promise<void> {
+    try {
+      for (const id of await this.redis.smembers(this.keys.revoked)) this.revoked.add(id);
+      this.mirrorReady = this.subscriber?.status === 'ready';
+    } catch (err) {
+      this.opts.onAsyncError?.(err);
+    }
+  }
+
+  /** Stops the revocation subscription (drain). */
+  close(): void {
+    this.mirrorReady = false;
+    this.subscriber?.disconnect();
+    this.subscriber = null;
+  }
+
+  /** Whether ingest currently answers without waiting for Redis. */
+  get fast(): boolean {
+    return this.mirrorReady;
+  }
+
+  /**
+   * Revocation, rate limit, device choice and live update for one ingest request: at once
+   * (no promise) on the fast path, else from Redis (see the top of this file).
+   */
+  ingest(i: IngestGateInput): GateResult | Promise<GateResult> {
+    if (!this.mirrorReady || i.previousDeviceId !== '') return this.decide(i);
+    if (this.revoked.has(i.clientId)) return REVOKED_RESULT;
+    if (i.ratePerSecond <= 0) return this.admitted(i, null);
+    const taken = this.buckets.take(i.clientId, i.ratePerSecond);
+    return taken instanceof Promise ? taken.then((t) => this.settle(i, t)) : this.settle(i, taken);
+  }
+
+  private settle(i: IngestGateInput, t: TakeResult): GateResult {
+    if (t.outcome === 'ok') return this.admitted(i, t.rate);
+    if (t.outcome === 'revoked') {
+      this.revoked.add(i.clientId);
+      return REVOKED_RESULT;
+    }
+    return t;
+  }
+
+  /** An admitted request: its live and seen updates go in the turn's background call. */
+  private admitted(i: IngestGateInput, rate: RateState | null): GateResult {
+    if (i.liveAtMs !== null || i.markSeen) {
+      this.effects.push([
+        this.keys.live(i.projectId), i.markSeen ? this.keys.seen(i.deviceId) : '',
+        i.profileId || i.deviceId, i.liveAtMs === null ? '' : String(i.liveAtMs), i.clientId,
+      ]);
+      this.scheduleAsync();
+    }
+    return { outcome: 'ok', rate, deviceId: i.deviceId };
+  }
+
+  private requestLease(clientId: string, limit: number, want: number): Promise<LeaseAnswer> {
+    return new Promise<LeaseAnswer>((resolve, reject) => {
+      this.leases.push({ clientId, limit, want, resolve, reject });
+      this.scheduleAsync();
+    });
+  }
+
+  private scheduleAsync(): void {
+    if (this.asyncScheduled) return;
+    this.asyncScheduled = true;
+    setImmediate(this.flushAsync);
+  }
+
+  private readonly flushAsync = (): void => {
+    this.asyncScheduled = false;
+    const leases = this.leases;
+    const effects = this.effects;
+    if (!leases.length && !effects.length) return;
+    this.leases = [];
+    this.effects = [];
+    const l = leases.map((x) => [this.keys.rate('ingest', x.clientId), x.clientId, String(x.limit), String(x.want)]);
+    const call = (this.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>).tmIngestAsync!;
+    const liveCutoff = String(Date.now() - LIVE_WINDOW_MS);
+    call.call(this.redis, JSON.stringify({ l, e: effects }), this.keys.revoked, String(RATE_WINDOW_MS), String(SEEN_TTL_SECONDS), this.keys.rateSeq, liveCutoff).then(
+      (reply) => {
+        let r: { l?: unknown; rev?: unknown };
+        try {
+          r = JSON.parse(String(reply)) as { l?: unknown; rev?: unknown };
+        } catch (err) {
+          for (const x of leases) x.reject(err);
+          return;
+        }
+        // cjson encodes an empty array as {}.
+        if (Array.isArray(r.rev)) {
+          for (const id of r.rev as string[]) {
+            this.revoked.add(id);
+            this.buckets.drop(id);
+          }
+        }
+        const answers = Array.isArray(r.l) ? (r.l as number[][]) : [];
+        for (let n = 0; n < leases.length; n++) {
+          const a = answers[n];
+          if (!a) leases[n]!.reject(new Error('lease missing from the Redis answer'));
+          else leases[n]!.resolve({ revoked: a[0] === -1, granted: Number(a[1]), count: Number(a[2]), ttlMs: Number(a[3]) });
+        }
+      },
+      (err: unknown) => {
+        this.opts.onAsyncError?.(err);
+        for (const x of leases) x.reject(err);
+      },
+    );
+  };
+
+  /**
+   * The exact path: revocation, rate limit, device choice and live update decided by Redis.
+   * Requests that arrive in the same event-loop turn share one Redis call (flushed on
+   * setImmediate or at MAX_BATCH), so the per-request cost is a few array pushes, not a
+   * command round trip.
+   */
+  decide(i: IngestGateInput): Promise<GateResult> {
     return new Promise<GateResult>((resolve, reject) => {
       this.pending.push({ input: i, resolve, reject });
       if (this.pending.length >= MAX_BATCH) this.flush();

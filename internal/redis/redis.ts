@@ -12,6 +12,8 @@ export function redisKeys(ns: string) {
     /** Sequence of rate-log members (unique across API processes). */
     rateSeq: `${ns}:rl:seq`,
     revoked: `${ns}:revoked-clients`,
+    /** Channel on which the CLI announces a revoked client id (API processes mirror the set). */
+    revocations: `${ns}:revocations`,
     /** Pub/sub channel: a project row changed (cli project update); every API process drops its cached copy. */
     projectChanges: `${ns}:project-changes`,
     live: (projectId: string) => `${ns}:live:${projectId}`,
