@@ -1,5 +1,6 @@
 // Regex filters that would run for a very long time are cut off by the statement timeout
-// (QUERY_TIMEOUT_MS=200 here): every read endpoint answers 503 with a clear JSON message
+// (QUERY_TIMEOUT_MS=500 here: the budget of a whole request, all its statements together, so
+// a normal dashboard read still fits under the storm on a busy machine): every read endpoint answers 503 with a clear JSON message
 // within about the timeout, never hangs, keeps answering other requests meanwhile, and leaks
 // no database connection.
 //
@@ -8,13 +9,13 @@
 // (((a{1,40}){1,40}){1,40}b went from minutes to milliseconds). What stays slow is a
 // back-reference, which the engine must backtrack: the "prime test" ^(aa+)\1+$ on a run of
 // a's of prime length tries every divisor, ~2 s on one 20,011-char value here (~60 ms on
-// 1,009 chars), i.e. ten times the 200 ms timeout per row, with 8 such rows.
+// 1,009 chars), i.e. four times the 500 ms budget per row, with 8 such rows.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestEnv, startApp, post, track, waitFor, type Credentials } from './support/harness';
 import { assertSane, CaseCounter, credHeaders, request, type Answer } from './support/fuzz-kit';
 
-const TIMEOUT_MS = 200;
+const TIMEOUT_MS = 500;
 const SLOW = '^(aa+)\\1+$';
 const LONG = 'a'.repeat(20_011); // prime: no divisor matches, every one is tried
 
@@ -73,7 +74,7 @@ function assertCutOff(a: Answer, path: string): void {
     assert.equal(body.error, 'Service Unavailable');
     assert.match(body.message, new RegExp(`longer than ${TIMEOUT_MS} ms`));
   }
-  // Within about the timeout: the statement is cancelled at 200 ms; the rest is overhead on a busy machine.
+  // Within about the budget: the statement is cancelled at 500 ms; the rest is overhead on a busy machine.
   assert.ok(a.ms < 3000, `${path}: answered after ${Math.round(a.ms)} ms`);
 }
 

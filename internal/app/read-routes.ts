@@ -1,13 +1,16 @@
 // Insights (and later export) routes: read-client auth, the shared 100 req / 10 s rate
 // limit with its headers, the project check, then the query.
 import type { Authenticator, AuthedClient } from '../auth/auth';
-import { BadRequestError, NotFoundError, TooManyRequestsError, UnauthorizedError } from '../http/errors';
+import { NotFoundError, TooManyRequestsError, UnauthorizedError } from '../http/errors';
 import type { Route } from '../http/router';
 import type { HttpRequest, HttpResponse } from '../http/types';
 import { getBreakdown, getMetrics, getPages, isBreakdownDimension } from '../insights/service';
 import { liveVisitors } from '../live/live';
 import type { Logger } from '../obs/log';
 import type { Metrics } from '../obs/metrics';
+import { RequestBudget } from '../query/budget';
+import type { ConnectionSource } from '../query/db';
+import { readError } from '../query/errors';
 import { parsePageParams, parsePeriodParams } from '../query/params';
 import { rateHeaders, type Gate, type GateResult, type RateState } from '../ratelimit/gate';
 import type { Redis, RedisKeys } from '../redis/redis';
@@ -33,6 +36,11 @@ export interface ReadDeps {
 export interface ReadContext {
   client: AuthedClient;
   projectId: string;
+  /**
+   * The database for this request: every statement shares one budget of `queryTimeoutMs`
+   * (internal/query/budget.ts) and is cancelled when the client goes away.
+   */
+  db: ConnectionSource;
   rate: RateState | null;
   /** Live visitors, when the guard was asked for them (answered with the rate limit). */
   live: number | null;
@@ -49,6 +57,12 @@ export interface GuardOptions {
  * that names none gets its own.
  */
 export function readGuard(deps: ReadDeps, handler: (req: HttpRequest, ctx: ReadContext) => Promise<unknown>, projectOf: (req: HttpRequest) => string | undefined, options: GuardOptions = {}) {
+  const guarded = guard(deps, handler, projectOf, options);
+  // Credentials and the project are read from PostgreSQL too: its failures map the same way.
+  return (req: HttpRequest): Promise<HttpResponse> => guarded(req).catch((err: unknown) => Promise.reject(readError(err)));
+}
+
+function guard(deps: ReadDeps, handler: (req: HttpRequest, ctx: ReadContext) => Promise<unknown>, projectOf: (req: HttpRequest) => string | undefined, options: GuardOptions) {
   return async (req: HttpRequest): Promise<HttpResponse> => {
     const requested = projectOf(req);
     const client = await deps.auth.forRead(req, requested);
@@ -82,29 +96,18 @@ export function readGuard(deps: ReadDeps, handler: (req: HttpRequest, ctx: ReadC
       e.headers = rateHeaders(rate);
       throw e;
     }
+    const budget = new RequestBudget(deps.queryTimeoutMs, req.signal);
     try {
-      const body = await handler(req, { client, projectId, rate, live });
+      const body = await handler(req, { client, projectId, rate, live, db: budget.source(deps.db) });
       return { status: 200, headers: rateHeaders(rate), body };
     } catch (caught) {
-      const err = asClientError(caught);
+      const err = readError(caught);
       if (err && typeof err === 'object' && 'headers' in err) Object.assign((err as { headers: object }).headers, rateHeaders(rate));
       throw err;
+    } finally {
+      budget.close();
     }
   };
-}
-
-/**
- * PostgreSQL refusing a value the request carried (an impossible date in a cursor, NUL in
- * an id, text that is not a number) is the request's fault: a 400, never a 500.
- */
-const DATA_ERRORS: Record<string, string> = {
-  '22007': 'invalid date or time', '22008': 'date or time out of range', '22021': 'invalid character',
-  '22P02': 'invalid value', '22003': 'number out of range', '22012': 'division by zero',
-};
-function asClientError(err: unknown): unknown {
-  const code = (err as { code?: unknown })?.code;
-  if (typeof code === 'string' && DATA_ERRORS[code]) return new BadRequestError(`request has an ${DATA_ERRORS[code]}: ${(err as Error).message}`);
-  return err;
 }
 
 export function readRoutes(deps: ReadDeps): Route[] {
@@ -123,14 +126,14 @@ export function readRoutes(deps: ReadDeps): Route[] {
         return rows.filter((p) => p !== null).map((p) => ({ id: p.id, name: p.name, timezone: p.timezone }));
       }, () => undefined),
     },
-    insights('/insights/:projectId/metrics', (req, ctx) => getMetrics(deps.db, ctx.projectId, parsePeriodParams(req.query), new Date(), opts)),
+    insights('/insights/:projectId/metrics', (req, ctx) => getMetrics(ctx.db, ctx.projectId, parsePeriodParams(req.query), new Date(), opts)),
     // Counted by the guard's rate-limit call; asked again only if that call could not be made.
     insights('/insights/:projectId/live', async (_req, ctx) => ({ visitors: ctx.live ?? (await liveVisitors(deps.redis, deps.keys, ctx.projectId)) }), { live: true }),
-    insights('/insights/:projectId/pages', (req, ctx) => getPages(deps.db, ctx.projectId, parsePageParams(req.query), new Date(), opts)),
+    insights('/insights/:projectId/pages', (req, ctx) => getPages(ctx.db, ctx.projectId, parsePageParams(req.query), new Date(), opts)),
     insights('/insights/:projectId/:dimension', (req, ctx) => {
       const dimension = req.params.dimension ?? '';
       if (!isBreakdownDimension(dimension)) throw new NotFoundError(`unknown insights endpoint: ${dimension}`);
-      return getBreakdown(deps.db, ctx.projectId, dimension, parsePageParams(req.query), new Date(), opts);
+      return getBreakdown(ctx.db, ctx.projectId, dimension, parsePageParams(req.query), new Date(), opts);
     }),
   ];
 }

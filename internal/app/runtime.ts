@@ -329,6 +329,12 @@ export async function main(cfg: Config, roles: Roles): Promise<void> {
   }
   const stop = (signal: string) => {
     running.log.info({ signal }, 'signal received');
+    // Whatever holds the drain up (a PostgreSQL connection never given back), the process
+    // still ends: the in-flight wait is 25 s, then every connection is closed.
+    setTimeout(() => {
+      running.log.error({ signal }, 'drain did not finish in 40 s; exiting');
+      process.exit(1);
+    }, 40_000).unref();
     running.drain().then(
       () => process.exit(0),
       (err) => {

@@ -84,6 +84,7 @@ import { chartRollup, rollupGroupedSql, type ChartRollup, type ChartWindow, type
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
 import { chartPropertyRollup, propertyRollupGroupedSql, type PropertyRollupPlan } from './property-rollups';
 import { exactVisitorsMaxFrom } from '../config/config';
+import { checkChartShape, minMax, ResponseBudget, textBytes } from './budget';
 
 export const MAX_BUCKETS = 3000;
 
@@ -133,11 +134,12 @@ export function averageNonZero(values: number[]): number {
 }
 
 export function seriesMetrics(values: number[]): ChartMetrics {
+  const { min, max } = minMax(values); // constant stack: a chart may hold 200,000 points
   return {
     sum: round(values.reduce((a, b) => a + b, 0)),
     average: round(averageNonZero(values)),
-    min: values.length ? Math.min(...values) : 0,
-    max: values.length ? Math.max(...values) : 0,
+    min,
+    max,
   };
 }
 
@@ -249,6 +251,8 @@ interface SeriesQuery {
   path: ExportPath;
   /** Distinct counts over more events of the series than this come from the sketches. */
   exactMax: number;
+  /** The answer's budget (./budget.ts): the rows of each query count against it. */
+  budget?: ResponseBudget;
 }
 
 interface SeriesResult {
@@ -421,6 +425,11 @@ async function querySeries(db: Queryable, q: SeriesQuery): Promise<SeriesResult>
   const b = breakdowns.map((_, i) => `b${i}`);
   const sketch = await sketchPlanFor(db, q);
   const { rows } = await db.query<Record<string, unknown>>(seriesSql(q, p, sketch), p.values);
+  if (q.budget) {
+    let bytes = 0;
+    for (const r of rows) for (const c of b) bytes += textBytes([r[c]]);
+    q.budget.addRows(rows.length, bytes);
+  }
 
   const size = q.window.buckets.length;
   const byRank = new Map<number, { combo: string[]; points: number[]; total: number }>();
@@ -498,12 +507,14 @@ export async function getChart(
       throw new BadRequestError(`interval: ${message}`, [{ path: ['interval'], message }]);
     }
     const previous = params.previous ? previousWindow(current, params, interval, timezone) : null;
+    checkChartShape({ series: params.series.length, buckets: current.buckets.length, breakdowns: params.breakdowns.length, limit: params.limit, previous: previous !== null });
+    const budget = new ResponseBudget('chart');
 
     return mapRegexErrors(async () => {
       const series: ChartSeries[] = [];
       const usedIds = new Set<string>();
       for (const [index, item] of params.series.entries()) {
-        const base = { projectId, item, filters: [...item.filters, ...params.filters], limit: params.limit, path: options.path ?? 'auto', exactMax };
+        const base = { projectId, item, filters: [...item.filters, ...params.filters], limit: params.limit, path: options.path ?? 'auto', exactMax, budget };
         const cur = await querySeries(db, { ...base, window: current, breakdowns: params.breakdowns, combos: null });
         const withValues = cur.combos[0]!.length > 0;
         const prev = previous
@@ -518,6 +529,7 @@ export async function getChart(
         cur.combos.forEach((combo, ci) => {
           const names = [item.name, ...combo];
           const values = cur.points[ci]!;
+          budget.addSeries(values.length, textBytes(combo), prev !== null);
           const metrics: SeriesMetrics = { ...seriesMetrics(values), count: cur.totals[ci]! };
           let prevValues: number[] | undefined;
           if (prev) {

@@ -73,6 +73,7 @@ import { checkRegexes, mapRegexErrors, projectTimezone, TS_TEXT, withoutJit } fr
 import { columnPlan, columnTotalCountSql } from './column';
 import { cubePlan, cubeTotalCountSql } from './cube';
 import { countSpan, totalCountSql, type ExportPath } from './rollups';
+import { NDJSON_BATCH_BYTES, ResponseBudget } from './budget';
 
 export interface ExportOptions {
   /** Statement timeout of every query, ms (default 5000). */
@@ -367,7 +368,7 @@ async function pageAfterCursor(db: Queryable, q: EventQuery, cursor: ExportCurso
     WHERE ${whereSql(q, p)}
       AND (e.created_at, e.id) < (${p.add(cursor.last.ts)}::timestamptz, ${p.add(cursor.last.id)}::uuid)
     ${ORDER} LIMIT ${p.add(limit)}`;
-  const { rows } = await db.query(sql, p.values);
+  const rows = await readPageRows(db, sql, p.values);
   return page(rows, cursor.page + 1, cursor.total, cursor.anchor, fingerprint, q.params);
 }
 
@@ -392,7 +393,7 @@ async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string, p
     const sql = `SELECT ${columns} FROM events e ${join}
       WHERE ${whereSql(q, p)} AND ${atOrBefore(p)}
       ${ORDER} LIMIT ${p.add(limit)} OFFSET ${p.add(offset)}`;
-    rows = (await db.query(sql, p.values)).rows;
+    rows = await readPageRows(db, sql, p.values);
   }
   return page(rows, current, total, anchor, fingerprint, q.params);
 }
@@ -427,6 +428,44 @@ async function countAtOrBefore(
   else sql = `SELECT count(*)::text AS n FROM events e WHERE ${whereSql(q, p)} AND ${atOrBefore(p)}`;
   const counted = await db.query<{ n: string }>(sql, p.values);
   return Number(counted.rows[0]?.n ?? 0);
+}
+
+/** Rows read per round trip of a page (a page is read in steps so its size is checked as it comes). */
+const PAGE_STEP = 100;
+
+/** Bytes a row will take as JSON, roughly (its text and its JSON values; other fields a few bytes). */
+function rowBytes(r: Row): number {
+  let n = 0;
+  for (const k in r) {
+    const v = r[k];
+    if (typeof v === 'string') n += v.length + 4;
+    else if (v !== null && typeof v === 'object' && !(v instanceof Date)) n += JSON.stringify(v).length;
+    else n += 16;
+  }
+  return n;
+}
+
+/**
+ * The rows of one page, read in steps with a cursor: a page whose events would make an
+ * answer over MAX_RESPONSE_BYTES is a 400 (./budget.ts) before the rest is read.
+ */
+async function readPageRows(db: Queryable, sql: string, values: unknown[]): Promise<Row[]> {
+  const budget = new ResponseBudget('page');
+  const cursor = (db as unknown as { query(c: Cursor): Cursor }).query(new Cursor(sql, values));
+  const rows: Row[] = [];
+  try {
+    for (;;) {
+      const batch = (await cursor.read(PAGE_STEP)) as Row[];
+      for (const r of batch) {
+        budget.addBytes(rowBytes(r));
+        rows.push(r);
+      }
+      if (batch.length < PAGE_STEP) break;
+    }
+  } finally {
+    await cursor.close();
+  }
+  return rows;
 }
 
 function page(rows: Row[], current: number, total: number, anchor: KeysetPosition, fingerprint: string, params: EventsParams): EventsPage {
@@ -479,13 +518,18 @@ export async function streamEvents(
         await client.query("SELECT set_config('statement_timeout', $1, true)", [String(timeoutMs)]);
         await withoutJit(client);
         cursor = client.query(new Cursor(sql, p.values));
+        // Rows per read shrink while a batch's lines pass NDJSON_BATCH_BYTES (large
+        // properties), so memory stays near that size whatever the events hold.
+        let size = includes.includes('properties') || includes.includes('profile') ? Math.min(batchSize, 100) : batchSize;
         for (;;) {
-          const rows = (await cursor.read(batchSize)) as Row[];
+          const rows = (await cursor.read(size)) as Row[];
           if (rows.length === 0) break;
           let chunk = '';
           for (const r of rows) chunk += `${JSON.stringify(toExportedEvent(r, includes))}\n`;
           yield chunk;
-          if (rows.length < batchSize) break;
+          if (rows.length < size) break;
+          if (chunk.length > NDJSON_BATCH_BYTES) size = Math.max(1, size >> 1);
+          else if (chunk.length < NDJSON_BATCH_BYTES / 4) size = Math.min(batchSize, size * 2);
         }
         await cursor.close();
         cursor = null;

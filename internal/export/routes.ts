@@ -15,6 +15,7 @@ import { readGuard } from '../app/read-routes';
 import { BadRequestError, HttpError } from '../http/errors';
 import type { Route } from '../http/router';
 import type { HttpRequest, HttpResponse } from '../http/types';
+import { readError } from '../query/errors';
 import { getChart } from './charts';
 import { getEventsPage, streamEvents } from './events';
 import { parseChartParams, parseEventsParams, requestedProject } from './params';
@@ -44,6 +45,18 @@ class NdjsonBody {
   constructor(readonly chunks: AsyncIterable<string>) {}
 }
 
+/**
+ * The body's chunks with the read side's error mapping (a database that went away before
+ * the first line is a 503 with Retry-After, not a 500). Stopping it stops the source.
+ */
+async function* mapReadErrors(chunks: AsyncIterable<string>): AsyncIterable<string> {
+  try {
+    yield* chunks;
+  } catch (err) {
+    throw readError(err);
+  }
+}
+
 function requireProjectParam(req: HttpRequest, ctx: ReadContext): void {
   if (ctx.client.mode === 'root' && requestedProject(req.query) === undefined) {
     throw new BadRequestError('projectId: required for a root client', [
@@ -65,7 +78,8 @@ async function bufferNdjson(res: HttpResponse, body: NdjsonBody, maxBytes: numbe
       }
       parts.push(chunk);
     }
-  } catch (err) {
+  } catch (caught) {
+    const err = readError(caught);
     // Errors after readGuard (too large, statement timeout) keep the rate limit headers.
     if (err instanceof HttpError) Object.assign(err.headers, res.headers ?? {});
     throw err;
@@ -85,8 +99,8 @@ export function exportRoutes(deps: ReadDeps, options: ExportRouteOptions = {}): 
     async (req, ctx) => {
       requireProjectParam(req, ctx);
       const params = parseEventsParams(req.query);
-      if (params.format === 'ndjson') return new NdjsonBody(await streamEvents(deps.db, ctx.projectId, params, opts));
-      return getEventsPage(deps.db, ctx.projectId, params, opts);
+      if (params.format === 'ndjson') return new NdjsonBody(await streamEvents(ctx.db, ctx.projectId, params, opts));
+      return getEventsPage(ctx.db, ctx.projectId, params, opts);
     },
     projectOf,
   );
@@ -95,7 +109,7 @@ export function exportRoutes(deps: ReadDeps, options: ExportRouteOptions = {}): 
     deps,
     async (req, ctx) => {
       requireProjectParam(req, ctx);
-      return getChart(deps.db, ctx.projectId, parseChartParams(req.query), now(), opts);
+      return getChart(ctx.db, ctx.projectId, parseChartParams(req.query), now(), opts);
     },
     projectOf,
   );
@@ -112,7 +126,7 @@ export function exportRoutes(deps: ReadDeps, options: ExportRouteOptions = {}): 
         const streamed: StreamingHttpResponse = {
           status: res.status,
           headers: { ...(res.headers ?? {}), 'Content-Type': NDJSON_CONTENT_TYPE },
-          stream: { contentType: NDJSON_CONTENT_TYPE, chunks: res.body.chunks },
+          stream: { contentType: NDJSON_CONTENT_TYPE, chunks: mapReadErrors(res.body.chunks) },
         };
         return streamed;
       },

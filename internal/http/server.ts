@@ -216,6 +216,10 @@ class UwsRequest implements HttpRequest {
   get remoteAddress(): string {
     return this.ex.remoteAddressNow();
   }
+
+  get signal(): AbortSignal {
+    return this.ex.signal;
+  }
 }
 
 /** The response being written inside `res.cork` (cork runs its callback synchronously). */
@@ -245,6 +249,10 @@ class Exchange {
   done = false;
   private chunks: Buffer[] | null = null;
   private size = 0;
+  /** Resolves the wait of a streamed response for a writable socket (set only while waiting). */
+  private wakeWriter: (() => void) | null = null;
+  /** Made when a handler first asks for the signal (ingest never does). */
+  private abortController: AbortController | null = null;
 
   constructor(
     private readonly server: HttpServer,
@@ -274,9 +282,27 @@ class Exchange {
     return this.remoteAddress;
   }
 
+  /**
+   * The client went away, or uWS closed the connection (idle for 10 s: a stalled reader).
+   * A streamed response waiting for the socket to drain is woken, so it stops and its
+   * iterator releases what it holds (a PostgreSQL connection).
+   */
   abort(): void {
     this.aborted = true;
     this.finish();
+    const wake = this.wakeWriter;
+    this.wakeWriter = null;
+    wake?.();
+    this.abortController?.abort();
+  }
+
+  /** Aborts when the client goes away (reads cancel their queries on it). */
+  get signal(): AbortSignal {
+    if (!this.abortController) {
+      this.abortController = new AbortController();
+      if (this.aborted) this.abortController.abort();
+    }
+    return this.abortController.signal;
   }
 
   private finish(): void {
@@ -371,6 +397,18 @@ class Exchange {
     });
   }
 
+  /** Waits until uWS can take more of a streamed body, or the exchange is aborted. */
+  private writable(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.wakeWriter = resolve;
+      this.res.onWritable(() => {
+        this.wakeWriter = null;
+        resolve();
+        return true;
+      });
+    });
+  }
+
   private async sendStream(r: HttpResponse & { stream: NonNullable<HttpResponse['stream']> }): Promise<void> {
     const res = this.res;
     const it = r.stream.chunks[Symbol.asyncIterator]();
@@ -395,9 +433,7 @@ class Exchange {
         res.cork(() => {
           ok = res.write(next.value);
         });
-        if (!ok) {
-          await new Promise<void>((resolve) => res.onWritable(() => (resolve(), true)));
-        }
+        if (!ok && !this.aborted) await this.writable();
         if (this.aborted) break;
       }
     } catch (err) {

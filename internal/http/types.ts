@@ -16,6 +16,8 @@ export interface HttpRequest {
   remoteAddress: string;
   /** Correlates log lines of one request. */
   requestId: string;
+  /** Aborts when the client goes away before the answer is sent (made on first use). */
+  readonly signal?: AbortSignal;
 }
 
 export interface HttpResponse {

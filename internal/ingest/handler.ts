@@ -15,6 +15,7 @@ import { DeviceIdCache, type SaltKeeper } from './identity';
 import { dedupeMsgId, dedupeOpId, takeIdempotencyKey } from './idempotency';
 import { clientIpOf, planEvent, planTrackBody, type OpContext, type PlannedOp } from './ops';
 import { EventBody, TrackBody, trackBodyFast, type EventBodyT, type TrackBodyT } from './schemas';
+import { queuedOpProblem } from './storable';
 
 export interface IngestDeps {
   auth: Authenticator;
@@ -156,6 +157,13 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       deviceId = deviceIds.get(salts.current, userAgent ?? '', ip ?? '', projectId);
       if (window.tryPrevious) previousDeviceId = deviceIds.get(salts.previous, userAgent ?? '', ip ?? '', projectId);
     }
+    // What PostgreSQL could not store or index is refused now, never after a 202 (./storable.ts).
+    let op = planned.build(deviceId, ip);
+    const problem = queuedOpProblem(op, propertiesPath.slice(0, -1)); // the op's fields are one level above its properties
+    if (problem) {
+      if (await deps.gate.isRevoked(client.id).catch(() => false)) throw new UnauthorizedError('invalid client credentials');
+      throw new BadRequestError(`${problem.path.join('.')}: ${problem.message}`, [problem]);
+    }
     // Live visitors: recent, non-bot events only (a backfilled event is not live).
     const live = planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !isBotUa(userAgent) ? planned.eventMs : null;
     // Usually decided at once (local revocation mirror and token bucket); a promise only when
@@ -180,7 +188,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       e.headers = rateHeaders(gate.rate, true);
       throw e;
     }
-    const op = planned.build(gate.deviceId, ip);
+    if (gate.deviceId !== deviceId) op = planned.build(gate.deviceId, ip);
     let msgId: string | undefined;
     if (idempotencyKey !== null) {
       op.id = dedupeOpId(projectId, idempotencyKey);

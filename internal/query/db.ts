@@ -2,6 +2,7 @@
 // a read-only transaction with a statement timeout, so no dashboard query can hold a
 // connection for long.
 import type pg from 'pg';
+import { budgetOf } from './budget';
 import { QueryTimeoutError } from './errors';
 
 /** What a pg Pool, PoolClient or Client offers for running one statement. */
@@ -32,8 +33,23 @@ export function pgErrorCode(err: unknown): string | undefined {
   return undefined;
 }
 
+/** SQLSTATE classes and codes of a database that cannot serve now (not of a bad request). */
+const UNAVAILABLE_CODES = new Set(['57P01', '57P02', '57P03', '53300', '53400']); // shutdown, crash, starting, too many connections
+const UNAVAILABLE_SYSCALL = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
+// node-postgres' own words for a lost connection or a pool that gave none in time.
+const UNAVAILABLE_MESSAGE = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed|Cannot use a pool after calling end)/;
+
+/** Whether `err` says PostgreSQL is unreachable, restarting or out of connections. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const code = pgErrorCode(err);
+  if (code && (code.startsWith('08') || UNAVAILABLE_CODES.has(code) || UNAVAILABLE_SYSCALL.has(code))) return true;
+  return err instanceof Error && UNAVAILABLE_MESSAGE.test(err.message);
+}
+
 /**
- * Runs `fn` in a READ ONLY transaction whose statements are cancelled after `timeoutMs`.
+ * Runs `fn` in a READ ONLY transaction whose statements are cancelled after `timeoutMs`, or
+ * sooner when `pool` lends under a request budget (./budget.ts): the statement timeout is
+ * then what is left of the budget, and the budget cancels the statement when it ends.
  * A cancelled statement becomes QueryTimeoutError (503); other errors pass through.
  */
 export async function withTimeout<T>(
@@ -44,12 +60,14 @@ export async function withTimeout<T>(
   if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
     throw new RangeError(`statement timeout must be a positive integer of ms, got ${timeoutMs}`);
   }
+  const budget = budgetOf(pool);
   const client = await pool.connect();
   let broken = false;
   try {
     await client.query('BEGIN READ ONLY');
+    const statementMs = budget ? Math.max(1, Math.min(timeoutMs, Math.ceil(budget.remainingMs()))) : timeoutMs;
     // SET cannot take parameters; set_config(..., true) is the parameterised SET LOCAL.
-    await client.query("SELECT set_config('statement_timeout', $1, true)", [String(timeoutMs)]);
+    await client.query("SELECT set_config('statement_timeout', $1, true)", [String(statementMs)]);
     const result = await fn(client);
     await client.query('COMMIT');
     return result;
@@ -59,6 +77,8 @@ export async function withTimeout<T>(
     } catch {
       broken = true; // the connection is unusable; let the pool discard it
     }
+    const ended = budget?.ended;
+    if (ended) throw budget!.errorFor(ended);
     if (pgErrorCode(err) === PG_QUERY_CANCELED) {
       throw new QueryTimeoutError(timeoutMs);
     }

@@ -4,7 +4,7 @@
 // Plus helpers to write events/profiles straight into the tables of a TestEnv database.
 import { randomUUID } from 'node:crypto';
 import { Authenticator } from '../../internal/auth/auth';
-import type { ReadDeps } from '../../internal/app/read-routes';
+import { readRoutes, type ReadDeps } from '../../internal/app/read-routes';
 import type { EventRecord } from '../../internal/model/event';
 import { exportRoutes, type ExportRouteOptions } from '../../internal/export/routes';
 import { Router } from '../../internal/http/router';
@@ -24,8 +24,18 @@ export interface ExportServer {
   close(): Promise<void>;
 }
 
-export async function startExportServer(env: TestEnv, options: ExportRouteOptions & { queryTimeoutMs?: number } = {}): Promise<ExportServer> {
-  const db = createPool(env.databaseUrl, 10);
+export interface ExportServerOptions extends ExportRouteOptions {
+  queryTimeoutMs?: number;
+  /** Another database than the env's (a private PostgreSQL). */
+  databaseUrl?: string;
+  /** Connections in the server's pool (default 10). */
+  poolMax?: number;
+  /** Serve the insights routes too. */
+  insights?: boolean;
+}
+
+export async function startExportServer(env: TestEnv, options: ExportServerOptions = {}): Promise<ExportServer> {
+  const db = createPool(options.databaseUrl ?? env.databaseUrl, options.poolMax ?? 10);
   const redis = await connectRedis(REDIS_URL, { failFast: true });
   const keys = redisKeys(env.namespace);
   const deps: ReadDeps = {
@@ -38,6 +48,7 @@ export async function startExportServer(env: TestEnv, options: ExportRouteOption
   };
   const router = new Router();
   for (const r of exportRoutes(deps, options)) router.add(r);
+  if (options.insights) for (const r of readRoutes(deps)) router.add(r);
   const server = new HttpServer({ router, port: 0, host: '127.0.0.1' });
   const port = await server.listen();
   return {
