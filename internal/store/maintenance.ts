@@ -13,6 +13,8 @@ export async function applyRetention(db: Pool, days: number): Promise<{ events: 
   if (days <= 0) return { events: 0, sessions: 0 };
   const cutoff = new Date(Date.now() - days * 86_400_000).toISOString();
   const ts = (await db.query<{ ts: boolean }>('SELECT tm_timescale() AS ts')).rows[0]?.ts;
+  // Idempotency keys live as long as the events they deduplicate.
+  await db.query('DELETE FROM op_keys WHERE applied_at < $1', [cutoff]);
   const kinds = await rollupKinds(db);
   // The hour holding the cutoff loses part of its sessions: read raw until the next refresh.
   await db.query(

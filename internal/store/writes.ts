@@ -20,6 +20,43 @@ export interface ShardBatch {
   /** Sessions reopened after an idle end: their session_end rows go. */
   reopenedSessionIds: string[];
   profileOps: ProfileOp[];
+  /** Idempotency keys of the ops this batch applies (recorded in the same transaction). */
+  opKeys?: AppliedKey[];
+}
+
+/** An op applied under a producer's idempotency key. */
+export interface AppliedKey {
+  projectId: string;
+  key: string;
+  opId: string;
+}
+
+/**
+ * Another transaction recorded one of this batch's idempotency keys after the batch was
+ * filtered (two shards raced on one key): the batch is retried, and the retry drops the op.
+ */
+export class KeyAppliedElsewhereError extends Error {}
+
+/** The idempotency keys among `keys` that an earlier batch applied. */
+export async function appliedKeys(db: Pool, keys: { projectId: string; key: string }[]): Promise<Set<string>> {
+  if (!keys.length) return new Set();
+  const r = await db.query<{ project_id: string; key: string }>(
+    `SELECT k.project_id, k.key FROM op_keys k
+     JOIN unnest($1::text[], $2::text[]) AS u(project_id, key) ON k.project_id = u.project_id AND k.key = u.key`,
+    [keys.map((k) => k.projectId), keys.map((k) => k.key)],
+  );
+  return new Set(r.rows.map((x) => keyOf(x.project_id, x.key)));
+}
+
+export const keyOf = (projectId: string, key: string) => `${projectId}\u0000${key}`;
+
+async function recordKeys(c: PoolClient, keys: AppliedKey[]): Promise<void> {
+  if (!keys.length) return;
+  const r = await c.query(
+    `INSERT INTO op_keys (project_id, key, op_id) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING`,
+    [keys.map((k) => k.projectId), keys.map((k) => k.key), keys.map((k) => k.opId)],
+  );
+  if ((r.rowCount ?? 0) !== keys.length) throw new KeyAppliedElsewhereError(`${keys.length - (r.rowCount ?? 0)} idempotency key(s) applied by another batch`);
 }
 
 /** Another worker committed this shard past our starting point: we no longer own it. */
@@ -222,6 +259,7 @@ async function advanceShard(c: PoolClient, b: { stream: string; shard: number; f
 export async function commitShardBatch(db: Pool, b: ShardBatch): Promise<{ failures: OpFailure[] }> {
   return transaction(db, async (c) => {
     await advanceShard(c, b);
+    await recordKeys(c, b.opKeys ?? []);
     // Hours whose event counts change: of the events inserted and of the session_end rows deleted.
     const eventHours = b.events.map((e) => ({ projectId: e.projectId, createdAtMs: e.createdAt.getTime() }));
     if (b.reopenedSessionIds.length) {

@@ -10,7 +10,8 @@ import type { Logger } from '../obs/log';
 import type { Metrics } from '../obs/metrics';
 import type { SessionState } from '../sessionize/session';
 import type { Pool } from '../store/db';
-import { commitShardBatch, commitSkipped, committedSeq, isDataError, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
+import { appliedKeys, commitShardBatch, commitSkipped, committedSeq, isDataError, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
+import { keepFirstPerKey, keyedOf } from './keys';
 import { processOps } from './processor';
 
 export interface ShardRunnerDeps {
@@ -165,7 +166,7 @@ export class ShardRunner {
 
   private async commit(msgs: BusMessage[], fromSeq: number): Promise<number> {
     const { bus, db, metrics } = this.deps;
-    const ops: QueuedOp[] = [];
+    let ops: QueuedOp[] = [];
     for (const m of msgs) {
       try {
         ops.push(...decodeBatch(m.data).ops);
@@ -174,6 +175,15 @@ export class ShardRunner {
         this.deps.log.error({ err, seq: m.seq, shard: this.shard }, 'undecodable message skipped');
         metrics.workerErrors.inc({ kind: 'decode' });
       }
+    }
+    // At most one op per (project, idempotency key): a retried copy is dropped here.
+    const keyed = keyedOf(ops);
+    let opKeys: { projectId: string; key: string; opId: string }[] = [];
+    if (keyed.length) {
+      const kept = keepFirstPerKey(ops, await appliedKeys(db, keyed));
+      ops = kept.ops;
+      opKeys = kept.keys;
+      if (kept.dropped) this.deps.log.debug({ shard: this.shard, dropped: kept.dropped }, 'retried ops dropped by idempotency key');
     }
     const processed = await processOps(ops, {
       enricher: this.deps.enricher,
@@ -188,7 +198,7 @@ export class ShardRunner {
     const { failures } = await commitShardBatch(db, {
       stream: bus.streamName, shard: this.shard, fromSeq, toSeq,
       events: processed.events, viewDurations: processed.viewDurations, sessions: processed.sessions,
-      reopenedSessionIds: processed.reopenedSessionIds, profileOps: processed.profileOps,
+      reopenedSessionIds: processed.reopenedSessionIds, profileOps: processed.profileOps, opKeys,
     });
     metrics.workerCommitDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
     metrics.workerBatchOps.observe(ops.length);
