@@ -55,6 +55,9 @@ before(async () => {
     start: (shard) => {
       const runner = new ShardRunner(shard, {
         bus: c.bus, db: c.db, enricher, partitions, log, metrics, timeoutMs: TIMEOUT_MS, batchMax: 100,
+        // One device per shard in memory (WORKER_SESSION_CACHE's floor): every other device's
+        // session is loaded from PostgreSQL on its next event, and must continue all the same.
+        cacheMax: 1,
         onOpened: async (sessions) => {
           if (sessions.some((s) => failScheduleFor.has(s.deviceId))) throw new Error('simulated: Redis unavailable');
           await jobs.scheduler.schedule(sessions);

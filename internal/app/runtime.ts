@@ -189,6 +189,7 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
         const runner = new ShardRunner(shard, {
           bus, db, enricher: e, partitions, log, metrics,
           timeoutMs: cfg.SESSION_TIMEOUT_MINUTES * 60_000, batchMax: cfg.WORKER_BATCH_MAX,
+          cacheMax: Math.ceil(cfg.WORKER_SESSION_CACHE / cfg.TIDEMARK_SHARDS),
           onOpened: (s) => scheduler.schedule(s),
         });
         runner.start();

@@ -38,3 +38,9 @@ test('NATS_URL: one server or several comma-separated; a malformed entry is refu
     assert.throws(() => loadConfig({ NATS_URL: bad }), /NATS_URL/, bad);
   }
 });
+
+test('WORKER_SESSION_CACHE: 50,000 devices per worker process by default (issue 19 item 10: the old 200,000 per shard × 16 shards outgrew the heap)', () => {
+  assert.equal(loadConfig({}).WORKER_SESSION_CACHE, 50_000);
+  assert.equal(loadConfig({ WORKER_SESSION_CACHE: '1000' }).WORKER_SESSION_CACHE, 1000);
+  for (const bad of ['0', '-1', 'lots']) assert.throws(() => loadConfig({ WORKER_SESSION_CACHE: bad }), /WORKER_SESSION_CACHE/);
+});

@@ -40,6 +40,12 @@ const EnvSchema = z.object({
   INGEST_PUBLISH_TIMEOUT_MS: intFrom(5000, 100),
   /** Max ops a worker commits in one transaction. */
   WORKER_BATCH_MAX: intFrom(2000, 1),
+  /**
+   * Devices whose latest session a worker process keeps in memory, over all its shards (each
+   * shard keeps its share, TIDEMARK_SHARDS of them; ~3 KB of heap per device). A device not
+   * cached is loaded from PostgreSQL on its next event: the limit costs a query, never a count.
+   */
+  WORKER_SESSION_CACHE: intFrom(50_000, 16),
   QUERY_TIMEOUT_MS: intFrom(5000, 100),
   /**
    * Insights metrics count unique visitors exactly when the period has at most this many

@@ -23,6 +23,8 @@ export interface ShardRunnerDeps {
   metrics: Metrics;
   timeoutMs: number;
   batchMax: number;
+  /** Devices this shard keeps in its session cache (WORKER_SESSION_CACHE / TIDEMARK_SHARDS). */
+  cacheMax: number;
   /** Called after commit with the sessions that opened (their end check is scheduled). */
   onOpened: (sessions: SessionState[]) => Promise<void>;
   now?: () => number;
@@ -34,14 +36,16 @@ export class ShardRunner {
   private stopping = false;
   private finished = false;
   private stopped: Promise<void> | null = null;
-  private readonly cache = new LRUCache<string, SessionState>({ max: 200_000 });
+  private readonly cache: LRUCache<string, SessionState>;
   private queue: BusMessage[] = [];
   private wake: (() => void) | null = null;
   private highestSeen = 0;
   private committed = 0;
   private messages: { stop(): void; close(): Promise<void | Error> } | null = null;
 
-  constructor(readonly shard: number, private readonly deps: ShardRunnerDeps) {}
+  constructor(readonly shard: number, private readonly deps: ShardRunnerDeps) {
+    this.cache = new LRUCache<string, SessionState>({ max: Math.max(1, deps.cacheMax) });
+  }
 
   start(): void {
     this.stopped = this.run()
