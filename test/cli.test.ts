@@ -1,4 +1,4 @@
-// The real CLI (`npm run --silent cli -- ...`) against a TestEnv's database: one line of
+// The real CLI (cmd/cli/main.ts; the first call through `npm run --silent cli -- ...`) against a TestEnv's database: one line of
 // JSON on stdout and nothing else; errors on stderr with a non-zero exit; secrets stored
 // only as scrypt hashes; a missing database created on first use.
 import { after, before, describe, test } from 'node:test';
@@ -12,9 +12,17 @@ interface Run { code: number; stdout: string; stderr: string }
 
 let env: TestEnv;
 
-function cli(args: string[]): Promise<Run> {
+/**
+ * Runs the CLI's entry point in one Node process (`node --import tsx cmd/cli/main.ts`, what
+ * `npm run cli` runs without npm's and tsx's own launcher processes: ~3x quicker per call);
+ * `viaNpm` runs it exactly as the README does, `npm run --silent cli -- ...`.
+ */
+function cli(args: string[], viaNpm = false): Promise<Run> {
+  const [cmd, argv] = viaNpm
+    ? ['npm', ['run', '--silent', 'cli', '--', ...args]]
+    : [process.execPath, ['--import', 'tsx', 'cmd/cli/main.ts', ...args]];
   return new Promise((resolve) => {
-    execFile('npm', ['run', '--silent', 'cli', '--', ...args], {
+    execFile(cmd, argv, {
       cwd: ROOT,
       env: { ...process.env, ...env.env({ LOG_LEVEL: 'warn' }) },
       timeout: 60_000,
@@ -64,7 +72,7 @@ describe('cli', () => {
 
   test('project create on a missing database: creates it, prints {id, name, timezone} only', async () => {
     assert.equal(await databaseExists(env.dbName), false);
-    const r = await cli(['project', 'create', '--name', 'My Shop', '--timezone', 'Europe/Berlin', '--origins', 'https://a.example']);
+    const r = await cli(['project', 'create', '--name', 'My Shop', '--timezone', 'Europe/Berlin', '--origins', 'https://a.example'], true);
     const out = oneJsonLine(r);
     assert.deepEqual(Object.keys(out).sort(), ['id', 'name', 'timezone']);
     assert.equal(out.name, 'My Shop');

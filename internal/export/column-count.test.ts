@@ -31,6 +31,9 @@ const UP_DB = `tidemark_test_colcount_up_${randomBytes(6).toString('hex')}`;
 const RET_DB = `tidemark_test_colcount_ret_${randomBytes(6).toString('hex')}`;
 const PROJECTS = dailyLayerProjects('u');
 const { FROM, TO, NOW_HOUR } = DAILY_LAYER_TIME;
+const UPGRADE_FROM = '2026-03-20T00:00:00Z';
+/** The upgrade tests' projects: UTC and Europe/Berlin (its DST change is in UPGRADE_FROM's window). */
+const UPGRADE_PROJECTS = PROJECTS.filter((p) => p.timezone === 'UTC' || p.timezone === 'Europe/Berlin');
 
 let pool: pg.Pool;
 
@@ -84,7 +87,7 @@ async function compareAll(db: pg.Pool, label: string, pages = PAGES, projects: r
 
 before(async () => {
   pool = await createSqlDb(DB_NAME);
-  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.4 + i / 10, 15_000), NOW_HOUR);
+  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.4 + i / 10, 7_000), NOW_HOUR);
 });
 
 after(async () => {
@@ -139,7 +142,7 @@ describe('uncharted event rows (sql/020)', () => {
        FROM event_uncharted_days u GROUP BY 1 ORDER BY 1`);
     const by = Object.fromEntries(days.rows.map((r) => [r.project_id, r]));
     assert.equal(by.u_kol, undefined);
-    assert.ok(by.u_utc!.n > 90);
+    assert.ok(by.u_utc!.n > 40, `${by.u_utc!.n} complete days`);
     assert.deepEqual(by.u_ber!.hours, [23, 24]);
     assert.deepEqual(by.u_ny!.hours, [23, 24]);
     assert.ok(days.rows.every((r) => r.same));
@@ -156,7 +159,7 @@ describe('uncharted event rows (sql/020)', () => {
       assert.ok(auto.meta.totalCount > 0, JSON.stringify(q));
     }
     const [bots] = await pageBoth(pool, 'u_utc', { filters: filters(f('city', 'is', 'Paris'), f('name', 'is', 'session_start', 'session_end')) });
-    assert.ok(bots.meta.totalCount > 1000);
+    assert.ok(bots.meta.totalCount > 200, `${bots.meta.totalCount} Paris session rows`);
   });
 
   it('reads daily rows of whole days, hourly rows of the other hours, and neither where it may not (tampered rows)', async () => {
@@ -265,23 +268,23 @@ describe('uncharted event rows (sql/020)', () => {
     const later = migrationFiles().filter((x) => x >= file);
     const up = await createSqlDb(UP_DB, { edit: (name, sql) => (later.includes(name) ? 'SELECT 1' : sql) });
     try {
-      for (const [i, p] of PROJECTS.entries()) {
+      for (const [i, p] of UPGRADE_PROJECTS.entries()) {
         await up.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
-        // March and April only (both DST changes): every hour is refreshed twice below
-        await generate(up, p.id, 0.5 + i / 10, 3000, '2026-03-01T00:00:00Z', TO);
+        // Two weeks around Berlin's DST change: every hour is refreshed twice below
+        await generate(up, p.id, 0.5 + i / 10, 3000, UPGRADE_FROM, TO);
       }
       await up.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
       await refreshAllBefore(up, NOW_HOUR);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1', [NOW_HOUR])).rows[0].n, 0);
       for (const x of later) await up.query(migrationSql(x));
-      assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 1000);
+      assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 500);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM event_uncharted_hourly')).rows[0].n, 0);
-      await compareAll(up, 'before the refresh');
+      await compareAll(up, 'before the refresh', PAGES, UPGRADE_PROJECTS);
       await refreshAllBefore(up, NOW_HOUR);
-      // 35 whole local days from 03-01 in each of the three zones with whole-hour days
-      assert.ok((await up.query('SELECT count(*)::int AS n FROM event_uncharted_days')).rows[0].n > 90);
+      // ~15 whole local days from 03-20 in each of the two projects
+      assert.ok((await up.query('SELECT count(*)::int AS n FROM event_uncharted_days')).rows[0].n > 20);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1', [NOW_HOUR])).rows[0].n, 0);
-      await compareAll(up, 'after the refresh');
+      await compareAll(up, 'after the refresh', PAGES, UPGRADE_PROJECTS);
     } finally {
       await dropSqlDb(up, UP_DB);
     }

@@ -91,7 +91,7 @@ async function compareAll(db: pg.Pool, label: string, periods: Record<string, un
 
 before(async () => {
   pool = await createSqlDb(DB_NAME);
-  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.3 + i / 10, 15_000), NOW_HOUR);
+  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.3 + i / 10, 7_000), NOW_HOUR);
 });
 
 after(async () => {

@@ -19,10 +19,14 @@ const DB_NAME = `tidemark_test_counts_daily_${randomBytes(6).toString('hex')}`;
 const UP_DB = `tidemark_test_counts_daily_up_${randomBytes(6).toString('hex')}`;
 const PROJECTS = dailyLayerProjects('c');
 const { FROM, TO, NOW, NOW_HOUR } = DAILY_LAYER_TIME;
+/** The upgrade tests' data: two weeks around Berlin's DST change (every hour is refreshed twice there). */
+const UPGRADE_FROM = '2026-03-20T00:00:00Z';
+/** The upgrade tests' projects: UTC and Europe/Berlin (its DST change is in UPGRADE_FROM's window). */
+const UPGRADE_PROJECTS = PROJECTS.filter((p) => p.timezone === 'UTC' || p.timezone === 'Europe/Berlin');
 
 let pool: pg.Pool;
 
-async function generate(db: pg.Pool, projectId: string, seed: number, n: number): Promise<void> {
+async function generate(db: pg.Pool, projectId: string, seed: number, n: number, from: string = FROM): Promise<void> {
   const c = await db.connect();
   try {
     await c.query('SELECT setseed($1)', [seed]);
@@ -40,7 +44,7 @@ async function generate(db: pg.Pool, projectId: string, seed: number, n: number)
          FROM generate_series(1, $4::int) i
        ) r
        CROSS JOIN LATERAL (SELECT (ARRAY['screen_view', 'screen_view', 'click', 'purchase', 'session_start', 'session_end'])[1 + floor(r.u7 * 6)::int] AS name) n`,
-      [projectId, FROM, TO, n],
+      [projectId, from, TO, n],
     );
   } finally {
     c.release();
@@ -95,7 +99,7 @@ async function compareAll(db: pg.Pool, label: string): Promise<number> {
 
 before(async () => {
   pool = await createSqlDb(DB_NAME);
-  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.1 + i / 10, 20_000), NOW_HOUR);
+  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.1 + i / 10, 9_000), NOW_HOUR);
 });
 
 after(async () => {
@@ -108,7 +112,7 @@ describe('per-local-day event counts', () => {
       'SELECT project_id, count(*)::int AS n, array_agg(DISTINCT hours ORDER BY hours) AS hours FROM event_counts_days GROUP BY 1 ORDER BY 1');
     const by = Object.fromEntries(days.rows.map((r) => [r.project_id, r]));
     assert.equal(by.c_kol, undefined);
-    assert.ok(by.c_utc!.n > 90);
+    assert.ok(by.c_utc!.n > 40, `${by.c_utc!.n} complete days`);
     assert.deepEqual(by.c_ber!.hours, [23, 24]);
     assert.deepEqual(by.c_ny!.hours, [23, 24]);
     // Listed days with a logged hour (late events not yet refreshed): stale until the refresh,
@@ -189,25 +193,25 @@ describe('per-local-day event counts', () => {
     const file = '014_event_counts_daily.sql';
     const up = await createSqlDb(UP_DB, { edit: (f, sql) => (f.endsWith(file) ? 'SELECT 1' : sql) });
     try {
-      for (const [i, p] of PROJECTS.entries()) {
+      for (const [i, p] of UPGRADE_PROJECTS.entries()) {
         await up.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
-        await generate(up, p.id, 0.5 + i / 10, 4000);
+        await generate(up, p.id, 0.5 + i / 10, 4000, UPGRADE_FROM);
       }
       await up.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
       await refreshAll(up);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1', [NOW_HOUR])).rows[0].n, 0);
       await up.query(migrationSql(file));
-      assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 1000);
+      assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 500);
       const q = [{ range: '30d' }, { range: '3m', interval: 'week' }];
       const check = async (label: string) => {
-        for (const p of PROJECTS) for (const period of q) for (const shape of SHAPES.slice(0, 4)) {
+        for (const p of UPGRADE_PROJECTS) for (const period of q) for (const shape of SHAPES.slice(0, 4)) {
           const [auto, raw] = await both(up, p.id, { ...period, ...shape, previous: true });
           assert.deepEqual(auto, raw, `${label} ${p.id}`);
         }
       };
       await check('before the refresh');
       await refreshAll(up);
-      assert.ok((await up.query('SELECT count(*)::int AS n FROM event_counts_days')).rows[0].n > 200);
+      assert.ok((await up.query('SELECT count(*)::int AS n FROM event_counts_days')).rows[0].n > 20);
       await check('after the refresh');
     } finally {
       await dropSqlDb(up, UP_DB);

@@ -24,10 +24,14 @@ const UP_DB = `tidemark_test_cube_up_${randomBytes(6).toString('hex')}`;
 const UP17_DB = `tidemark_test_cube_up17_${randomBytes(6).toString('hex')}`;
 const PROJECTS = dailyLayerProjects('q');
 const { FROM, TO, NOW, NOW_HOUR } = DAILY_LAYER_TIME;
+/** The upgrade tests' data: two weeks around Berlin's DST change (every hour is refreshed twice there). */
+const UPGRADE_FROM = '2026-03-20T00:00:00Z';
+/** The upgrade tests' projects: UTC and Europe/Berlin (its DST change is in UPGRADE_FROM's window). */
+const UPGRADE_PROJECTS = PROJECTS.filter((p) => p.timezone === 'UTC' || p.timezone === 'Europe/Berlin');
 
 let pool: pg.Pool;
 
-async function generate(db: pg.Pool, projectId: string, seed: number, n: number): Promise<void> {
+async function generate(db: pg.Pool, projectId: string, seed: number, n: number, from: string = FROM): Promise<void> {
   const c = await db.connect();
   try {
     await c.query('SELECT setseed($1)', [seed]);
@@ -53,7 +57,7 @@ async function generate(db: pg.Pool, projectId: string, seed: number, n: number)
          FROM generate_series(1, $4::int) i
        ) r
        CROSS JOIN LATERAL (SELECT (ARRAY['screen_view', 'screen_view', 'click', 'purchase', 'session_start', 'session_end'])[1 + floor(r.u7 * 6)::int] AS name) n`,
-      [projectId, FROM, TO, n],
+      [projectId, from, TO, n],
     );
   } finally {
     c.release();
@@ -107,9 +111,9 @@ const PAGES: Record<string, unknown>[] = [
   { filters: JSON.stringify([f('city', 'is', 'Paris')]), start: '2026-03-01' },
 ];
 
-async function compareAll(db: pg.Pool, label: string, periods = PERIODS, shapes = SHAPES): Promise<number> {
+async function compareAll(db: pg.Pool, label: string, periods = PERIODS, shapes = SHAPES, projects: readonly { id: string }[] = PROJECTS): Promise<number> {
   let n = 0;
-  for (const p of PROJECTS) {
+  for (const p of projects) {
     for (const period of periods) {
       for (const shape of shapes) {
         for (const previous of [false, true]) {
@@ -132,7 +136,7 @@ async function compareAll(db: pg.Pool, label: string, periods = PERIODS, shapes 
 
 before(async () => {
   pool = await createSqlDb(DB_NAME);
-  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.2 + i / 10, 15_000), NOW_HOUR);
+  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.2 + i / 10, 7_000), NOW_HOUR);
 });
 
 after(async () => {
@@ -159,7 +163,7 @@ describe('event cube (sql/015)', () => {
       'SELECT project_id, count(*)::int AS n, array_agg(DISTINCT hours ORDER BY hours) AS hours FROM event_cube_days GROUP BY 1 ORDER BY 1');
     const by = Object.fromEntries(days.rows.map((r) => [r.project_id, r]));
     assert.equal(by.q_kol, undefined);
-    assert.ok(by.q_utc!.n > 90);
+    assert.ok(by.q_utc!.n > 40, `${by.q_utc!.n} complete days`);
     assert.deepEqual(by.q_ber!.hours, [23, 24]);
     assert.deepEqual(by.q_ny!.hours, [23, 24]);
     const cols = 'name, is_bot, referrer_name, referrer_type, utm_source, utm_medium, country, device, browser, os, brand';
@@ -327,19 +331,19 @@ describe('event cube (sql/015)', () => {
     const later = migrationFiles().filter((x) => x >= file);
     const up = await createSqlDb(UP_DB, { edit: (name, sql) => (later.includes(name) ? 'SELECT 1' : sql) });
     try {
-      for (const [i, p] of PROJECTS.entries()) {
+      for (const [i, p] of UPGRADE_PROJECTS.entries()) {
         await up.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
-        await generate(up, p.id, 0.6 + i / 10, 3000);
+        await generate(up, p.id, 0.6 + i / 10, 3000, UPGRADE_FROM);
       }
       await up.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
       await refreshAll(up);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1', [NOW_HOUR])).rows[0].n, 0);
       for (const x of later) await up.query(migrationSql(x));
-      assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 1000);
-      const check = async (label: string) => compareAll(up, label, [{ range: '30d' }, { range: '3m', interval: 'week' }], SHAPES.slice(0, 4));
+      assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 500);
+      const check = async (label: string) => compareAll(up, label, [{ range: '30d' }, { range: '3m', interval: 'week' }], SHAPES.slice(0, 4), UPGRADE_PROJECTS);
       await check('before the refresh');
       await refreshAll(up);
-      assert.ok((await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n > 200);
+      assert.ok((await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n > 20);
       await check('after the refresh');
     } finally {
       await dropSqlDb(up, UP_DB);
@@ -351,22 +355,22 @@ describe('event cube (sql/015)', () => {
     const later = migrationFiles().filter((x) => x >= file);
     const up = await createSqlDb(UP17_DB, { edit: (name, sql) => (later.includes(name) ? 'SELECT 1' : sql) });
     try {
-      for (const [i, p] of PROJECTS.entries()) {
+      for (const [i, p] of UPGRADE_PROJECTS.entries()) {
         await up.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
-        await generate(up, p.id, 0.7 + i / 10, 3000);
+        await generate(up, p.id, 0.7 + i / 10, 3000, UPGRADE_FROM);
       }
       await up.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
       await refreshAll(up);
       const listed = (await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n;
-      assert.ok(listed > 200);
+      assert.ok(listed > 20, `${listed} days listed`);
       for (const x of later) await up.query(migrationSql(x));
       // the days stay listed, with no full-combination rows yet: every hour with events is logged
       assert.equal((await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n, listed);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM event_cube_daily')).rows[0].n, 0);
-      assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 1000);
+      assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 500);
       const threeColumns = SHAPES.filter((x) => (x.filters as Filter[]).length >= 3 || x === SHAPES[SHAPES.length - 1]);
       assert.equal(threeColumns.length, 2);
-      const check = async (label: string) => compareAll(up, label, [{ range: '30d' }, { range: '3m', interval: 'week' }], threeColumns);
+      const check = async (label: string) => compareAll(up, label, [{ range: '30d' }, { range: '3m', interval: 'week' }], threeColumns, UPGRADE_PROJECTS);
       await check('before the refresh');
       await refreshAll(up);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n, listed);
