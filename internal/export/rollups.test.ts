@@ -29,8 +29,8 @@ const PROJECTS = [
 
 /** Data windows: around the spring and autumn DST changes of Berlin and New York. */
 const WINDOWS = [
-  ['2026-03-01T00:00:00Z', '2026-04-05T00:00:00Z', 9000],
-  ['2026-10-18T00:00:00Z', '2026-11-03T12:00:00Z', 7000],
+  ['2026-03-01T00:00:00Z', '2026-04-05T00:00:00Z', 4000],
+  ['2026-10-18T00:00:00Z', '2026-11-03T12:00:00Z', 3000],
 ] as const;
 /** Hours before this are rolled up; the later ones stay in the log. */
 const REFRESHED_BEFORE = new Date('2026-10-28T00:00:00Z');
@@ -251,7 +251,7 @@ describe('export event rollups', () => {
 
   it('the rollup path of totalCount really reads the rollups (a tampered rollup row shows)', async () => {
     const { rows } = await exec(
-      `SELECT bucket FROM events_hourly r WHERE project_id = 'x_utc' AND bucket < $1 AND NOT EXISTS
+      `SELECT bucket FROM events_hourly r WHERE project_id = 'x_utc' AND name = 'click' AND NOT is_bot AND bucket < $1 AND NOT EXISTS
          (SELECT 1 FROM rollup_invalidations i WHERE i.project_id = r.project_id AND i.bucket = r.bucket) ORDER BY bucket LIMIT 1 OFFSET 100`,
       [REFRESHED_BEFORE.toISOString()],
     );
@@ -326,7 +326,7 @@ describe('export event rollups', () => {
     assert.ok(rolled >= 100, `chart requests on the rollup path: ${rolled} of ${compared}`);
     // Something to compare: data in the hours the charts cover.
     const march = await chartBothWays('x_ber', { startDate: '2026-03-01', endDate: '2026-04-04', series: [{ name: '*' }], breakdowns: [{ name: 'country' }] });
-    assert.ok(march.series.length >= 4 && march.metrics.sum > 5_000, `${march.series.length} series, sum ${march.metrics.sum}`);
+    assert.ok(march.series.length >= 4 && march.metrics.sum > 2_500, `${march.series.length} series, sum ${march.metrics.sum}`);
     // A `now` in the middle of an hour with events: the partial hours at both edges are raw.
     await chartBothWays('x_utc', { range: 'last24h', series: [{ name: '*' }], breakdowns: [{ name: 'city' }] }, new Date('2026-03-10T13:30:00.123Z'));
     await chartBothWays('x_ny', { range: '7d', previous: true, series: [{ name: 'screen_view' }] }, new Date('2026-03-10T13:30:00.123Z'));
