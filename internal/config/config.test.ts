@@ -38,3 +38,13 @@ test('NATS_URL: one server or several comma-separated; a malformed entry is refu
     assert.throws(() => loadConfig({ NATS_URL: bad }), /NATS_URL/, bad);
   }
 });
+
+test('WORKER_COMMITS_MAX: 2 by default, at least 1; WORKER_EVENTS_COPY: true unless false or 0', () => {
+  assert.equal(loadConfig({}).WORKER_COMMITS_MAX, 2);
+  assert.equal(loadConfig({ WORKER_COMMITS_MAX: '16' }).WORKER_COMMITS_MAX, 16);
+  assert.throws(() => loadConfig({ WORKER_COMMITS_MAX: '0' }), /WORKER_COMMITS_MAX/);
+  assert.equal(loadConfig({}).WORKER_EVENTS_COPY, true);
+  assert.equal(loadConfig({ WORKER_EVENTS_COPY: 'false' }).WORKER_EVENTS_COPY, false);
+  assert.equal(loadConfig({ WORKER_EVENTS_COPY: '0' }).WORKER_EVENTS_COPY, false);
+  assert.throws(() => loadConfig({ WORKER_EVENTS_COPY: 'no' }), /WORKER_EVENTS_COPY/);
+});

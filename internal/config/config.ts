@@ -45,6 +45,12 @@ const EnvSchema = z.object({
    * waits takes a bigger batch). Fewer, bigger transactions cost PostgreSQL less CPU per event.
    */
   WORKER_COMMITS_MAX: intFrom(2, 1),
+  /**
+   * Workers write events with COPY (less PostgreSQL CPU per event than INSERT). false: with
+   * INSERT, for engines whose wire protocol has no COPY FROM STDIN (the PGlite build the
+   * TimescaleDB tests use).
+   */
+  WORKER_EVENTS_COPY: z.enum(['true', 'false', '1', '0']).default('true').transform((v) => v === 'true' || v === '1'),
   QUERY_TIMEOUT_MS: intFrom(5000, 100),
   /**
    * Insights metrics count unique visitors exactly when the period has at most this many

@@ -30,6 +30,8 @@ export interface ShardRunnerDeps {
    * transactions open, and a runner waiting for a slot takes a bigger batch.
    */
   commits?: Semaphore;
+  /** Events by COPY (default); false: by INSERT (see WORKER_EVENTS_COPY). */
+  copyEvents?: boolean;
   /** Called after commit with the sessions that opened (their end check is scheduled). */
   onOpened: (sessions: SessionState[]) => Promise<void>;
   now?: () => number;
@@ -228,7 +230,7 @@ export class ShardRunner {
       stream: bus.streamName, shard: this.shard, fromSeq, toSeq,
       events: processed.events, viewDurations: processed.viewDurations, sessions: processed.sessions,
       reopenedSessionIds: processed.reopenedSessionIds, profileOps: processed.profileOps, opKeys,
-    });
+    }, { copy: this.deps.copyEvents ?? true });
     metrics.workerCommitDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
     metrics.workerBatchOps.observe(ops.length);
     metrics.workerEvents.inc(processed.events.length);
