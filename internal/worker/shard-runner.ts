@@ -32,7 +32,7 @@ export interface ShardRunnerDeps {
   commits?: Semaphore;
   /** Events by COPY (default); false: by INSERT (see WORKER_EVENTS_COPY). */
   copyEvents?: boolean;
-  /** Called after commit with the sessions that opened (their end check is scheduled). */
+  /** Called after commit (outside the commit slot) with the sessions that opened (their end check is scheduled). */
   onOpened: (sessions: SessionState[]) => Promise<void>;
   now?: () => number;
 }
@@ -45,6 +45,8 @@ export class ShardRunner {
   private stopped: Promise<void> | null = null;
   private readonly cache = new LRUCache<string, SessionState>({ max: 200_000 });
   private queue: BusMessage[] = [];
+  /** Sessions opened by committed batches, whose end checks are still to be scheduled. */
+  private opened: SessionState[] = [];
   /** Each queued message's ops, decoded once (null: undecodable). */
   private readonly decoded = new WeakMap<BusMessage, QueuedOp[] | null>();
   private wake: (() => void) | null = null;
@@ -106,6 +108,9 @@ export class ShardRunner {
         continue;
       }
       const outcome = this.deps.commits ? await this.deps.commits.run(() => this.step(committed, failures)) : await this.step(committed, failures);
+      // Out of the commit slot: a slow Redis must not hold up the other shards' commits
+      // (a check that is never scheduled is found by the sweep).
+      await this.scheduleOpened();
       committed = outcome.committed;
       failures = outcome.failures;
       if (outcome.fenced) break;
@@ -187,6 +192,13 @@ export class ShardRunner {
     return out;
   }
 
+  private async scheduleOpened(): Promise<void> {
+    if (!this.opened.length) return;
+    const opened = this.opened;
+    this.opened = [];
+    await this.deps.onOpened(opened).catch((err) => this.deps.log.warn({ err }, 'could not schedule session end checks'));
+  }
+
   /** The message's ops (decoded on first use); null when it cannot be read. */
   private opsOf(m: BusMessage): QueuedOp[] | null {
     let ops = this.decoded.get(m);
@@ -239,9 +251,7 @@ export class ShardRunner {
       this.deps.log.warn({ opId: f.opId, projectId: f.projectId, reason: f.reason }, 'profile operation not applied');
     }
     for (const [k, s] of processed.states) this.cache.set(k, s);
-    if (processed.opened.length) {
-      await this.deps.onOpened(processed.opened).catch((err) => this.deps.log.warn({ err }, 'could not schedule session end checks'));
-    }
+    this.opened.push(...processed.opened);
     return toSeq;
   }
 }
