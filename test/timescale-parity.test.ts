@@ -359,7 +359,7 @@ test('TimescaleDB (PGlite) and plain PostgreSQL answer the same, before and afte
     // an hour offset that is not whole (UTC+13:45) on A makes any reliance on it show.
     await envA.db.query(`ALTER DATABASE ${JSON.stringify(envA.dbName)} SET TimeZone = 'Pacific/Chatham'`);
     appA = await startApp(envA, roles);
-    appB = await startApp(envB, roles, { DATABASE_URL: engine.url, DATABASE_POOL_MAX: '1' });
+    appB = await startApp(envB, roles, { DATABASE_URL: engine.url, DATABASE_POOL_MAX: '1', WORKER_EVENTS_COPY: 'false' });
     envB.db = appB.db; // the engine serves one connection: the test shares the app's pool
     await Promise.all([stopPeriodicRefresh(envA.namespace), stopPeriodicRefresh(envB.namespace)]);
     lap('apps started, migrations applied');

@@ -23,6 +23,7 @@ import { refreshRollups } from '../store/rollups';
 import { pgSaltStore } from '../store/maintenance';
 import { ShardManager } from '../worker/shard-manager';
 import { ShardRunner } from '../worker/shard-runner';
+import { Semaphore } from '../worker/semaphore';
 import { opsRoutes, type Probe } from './ops-routes';
 import { readRoutes } from './read-routes';
 import { exportRoutes } from '../export/routes';
@@ -183,12 +184,13 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
     const partitions = new PartitionKeeper(db, timescale);
     const scheduler = jobs.scheduler;
     const e = enricher;
+    const commits = new Semaphore(cfg.WORKER_COMMITS_MAX);
     shardManager = new ShardManager({
       redis, keys, shards: cfg.TIDEMARK_SHARDS, log, metrics,
       start: (shard) => {
         const runner = new ShardRunner(shard, {
           bus, db, enricher: e, partitions, log, metrics,
-          timeoutMs: cfg.SESSION_TIMEOUT_MINUTES * 60_000, batchMax: cfg.WORKER_BATCH_MAX,
+          timeoutMs: cfg.SESSION_TIMEOUT_MINUTES * 60_000, batchMax: cfg.WORKER_BATCH_MAX, commits, copyEvents: cfg.WORKER_EVENTS_COPY,
           cacheMax: Math.ceil(cfg.WORKER_SESSION_CACHE / cfg.TIDEMARK_SHARDS),
           onOpened: (s) => scheduler.schedule(s),
         });

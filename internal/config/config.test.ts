@@ -44,3 +44,13 @@ test('WORKER_SESSION_CACHE: 50,000 devices per worker process by default (issue 
   assert.equal(loadConfig({ WORKER_SESSION_CACHE: '1000' }).WORKER_SESSION_CACHE, 1000);
   for (const bad of ['0', '-1', 'lots']) assert.throws(() => loadConfig({ WORKER_SESSION_CACHE: bad }), /WORKER_SESSION_CACHE/);
 });
+
+test('WORKER_COMMITS_MAX: 2 by default, at least 1; WORKER_EVENTS_COPY: true unless false or 0', () => {
+  assert.equal(loadConfig({}).WORKER_COMMITS_MAX, 2);
+  assert.equal(loadConfig({ WORKER_COMMITS_MAX: '16' }).WORKER_COMMITS_MAX, 16);
+  assert.throws(() => loadConfig({ WORKER_COMMITS_MAX: '0' }), /WORKER_COMMITS_MAX/);
+  assert.equal(loadConfig({}).WORKER_EVENTS_COPY, true);
+  assert.equal(loadConfig({ WORKER_EVENTS_COPY: 'false' }).WORKER_EVENTS_COPY, false);
+  assert.equal(loadConfig({ WORKER_EVENTS_COPY: '0' }).WORKER_EVENTS_COPY, false);
+  assert.throws(() => loadConfig({ WORKER_EVENTS_COPY: 'no' }), /WORKER_EVENTS_COPY/);
+});

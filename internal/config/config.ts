@@ -46,6 +46,17 @@ const EnvSchema = z.object({
    * cached is loaded from PostgreSQL on its next event: the limit costs a query, never a count.
    */
   WORKER_SESSION_CACHE: intFrom(50_000, 16),
+  /**
+   * Write transactions one worker has open at once (its shards take turns; a shard that
+   * waits takes a bigger batch). Fewer, bigger transactions cost PostgreSQL less CPU per event.
+   */
+  WORKER_COMMITS_MAX: intFrom(2, 1),
+  /**
+   * Workers write events with COPY (less PostgreSQL CPU per event than INSERT). false: with
+   * INSERT, for engines whose wire protocol has no COPY FROM STDIN (the PGlite build the
+   * TimescaleDB tests use).
+   */
+  WORKER_EVENTS_COPY: z.enum(['true', 'false', '1', '0']).default('true').transform((v) => v === 'true' || v === '1'),
   QUERY_TIMEOUT_MS: intFrom(5000, 100),
   /**
    * Insights metrics count unique visitors exactly when the period has at most this many

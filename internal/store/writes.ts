@@ -3,6 +3,9 @@
 import type { EventRecord } from '../model/event';
 import { SESSION_DIMENSIONS } from '../model/event';
 import type { SessionState } from '../sessionize/session';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { from as copyFrom } from 'pg-copy-streams';
 import { transaction, type Pool, type PoolClient } from './db';
 import { applyProfileOps, type OpFailure, type ProfileOp } from './profiles';
 
@@ -121,7 +124,8 @@ function eventColumnValues(e: EventRecord): unknown[] {
   ];
 }
 
-async function insertEvents(c: PoolClient, events: EventRecord[]): Promise<void> {
+/** The fallback insert: skips rows whose (created_at, id) is stored already. */
+async function insertEventsSkippingStored(c: PoolClient, events: EventRecord[]): Promise<void> {
   if (!events.length) return;
   const cols = EVENT_COLUMNS.map(([n]) => n);
   const columns: unknown[][] = cols.map(() => []);
@@ -137,6 +141,60 @@ async function insertEvents(c: PoolClient, events: EventRecord[]): Promise<void>
      ON CONFLICT DO NOTHING`,
     columns,
   );
+}
+
+/** A COPY text-format field: NULL as \N; backslash, newline, carriage return and tab escaped. */
+export function copyField(v: unknown): string {
+  if (v === null || v === undefined) return '\\N';
+  const s = typeof v === 'boolean' ? (v ? 't' : 'f') : String(v);
+  return s.replace(/[\\\n\r\t]/g, (ch) => (ch === '\\' ? '\\\\' : ch === '\n' ? '\\n' : ch === '\r' ? '\\r' : '\\t'));
+}
+
+/** A text[] literal: every element double-quoted, so any text survives. */
+export function arrayLiteral(items: string[]): string {
+  return `{${items.map((x) => `"${x.replace(/[\\"]/g, (ch) => `\\${ch}`)}"`).join(',')}}`;
+}
+
+/** The batch's events as COPY text rows, in EVENT_COLUMNS order. */
+export function eventsCopyText(events: EventRecord[]): string {
+  let out = '';
+  for (const e of events) {
+    const values = eventColumnValues(e);
+    values[GROUPS_INDEX] = arrayLiteral(e.groups);
+    out += values.map(copyField).join('\t') + '\n';
+  }
+  return out;
+}
+const GROUPS_INDEX = EVENT_COLUMNS.findIndex(([n]) => n === 'groups');
+
+/** COPY refused a row because its (created_at, id) is stored already: a redelivered event. */
+class EventStoredError extends Error {}
+
+/**
+ * COPY straight into events (the partition or chunk is routed by PostgreSQL): no per-row
+ * conflict check. An event already stored makes it fail with a unique violation; the caller
+ * then redoes the transaction with insertEventsSkippingStored (exactly once by event id).
+ */
+async function copyEvents(c: PoolClient, events: EventRecord[]): Promise<void> {
+  if (!events.length) return;
+  const sql = `COPY events (${EVENT_COLUMNS.map(([n]) => n).join(', ')}) FROM STDIN`;
+  try {
+    await pipeline(Readable.from([Buffer.from(eventsCopyText(events), 'utf8')]), c.query(copyFrom(sql)));
+  } catch (err) {
+    if ((err as { code?: string }).code === '23505') throw new EventStoredError('an event of this batch is stored already');
+    throw err;
+  }
+}
+
+/** Drops repeats of one (created_at, id) within a batch, keeping the first (as ON CONFLICT DO NOTHING would). */
+function firstOfEachEvent(events: EventRecord[]): EventRecord[] {
+  const seen = new Set<string>();
+  return events.filter((e) => {
+    const k = `${e.createdAt.getTime()}\u0000${e.id}`;
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
 }
 
 async function updateViewDurations(c: PoolClient, d: ShardBatch['viewDurations']): Promise<void> {
@@ -255,13 +313,34 @@ async function advanceShard(c: PoolClient, b: { stream: string; shard: number; f
   if (fence.rowCount !== 1) throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
 }
 
-/** Writes one shard batch atomically, fenced on the shard's committed position. */
-export async function commitShardBatch(db: Pool, b: ShardBatch): Promise<{ failures: OpFailure[] }> {
+/**
+ * Writes one shard batch atomically, fenced on the shard's committed position. Events go in
+ * by COPY; if one of them is stored already (a redelivery), the whole transaction is redone
+ * with an insert that skips stored rows. `copy: false`: always that insert (engines without
+ * COPY FROM STDIN).
+ */
+export async function commitShardBatch(db: Pool, b: ShardBatch, opts: { copy?: boolean } = {}): Promise<{ failures: OpFailure[] }> {
+  const events = firstOfEachEvent(b.events);
+  if (opts.copy === false) return writeShardBatch(db, b, events, insertEventsSkippingStored);
+  try {
+    return await writeShardBatch(db, b, events, copyEvents);
+  } catch (err) {
+    if (!(err instanceof EventStoredError)) throw err;
+    return writeShardBatch(db, b, events, insertEventsSkippingStored);
+  }
+}
+
+async function writeShardBatch(
+  db: Pool,
+  b: ShardBatch,
+  events: EventRecord[],
+  insertEvents: (c: PoolClient, events: EventRecord[]) => Promise<void>,
+): Promise<{ failures: OpFailure[] }> {
   return transaction(db, async (c) => {
     await advanceShard(c, b);
     await recordKeys(c, b.opKeys ?? []);
     // Hours whose event counts change: of the events inserted and of the session_end rows deleted.
-    const eventHours = b.events.map((e) => ({ projectId: e.projectId, createdAtMs: e.createdAt.getTime() }));
+    const eventHours = events.map((e) => ({ projectId: e.projectId, createdAtMs: e.createdAt.getTime() }));
     if (b.reopenedSessionIds.length) {
       // Before the insert: a reopened session may end again within this very batch.
       const gone = await c.query<{ project_id: string; created_at: Date }>(
@@ -270,7 +349,7 @@ export async function commitShardBatch(db: Pool, b: ShardBatch): Promise<{ failu
       );
       for (const r of gone.rows) eventHours.push({ projectId: r.project_id, createdAtMs: r.created_at.getTime() });
     }
-    await insertEvents(c, b.events);
+    await insertEvents(c, events);
     await updateViewDurations(c, b.viewDurations);
     await upsertSessions(c, b.sessions);
     await invalidateRollups(c, b.shard, b.sessions, eventHours);

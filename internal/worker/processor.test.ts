@@ -337,3 +337,15 @@ test(
     assert.equal(out.events.find((e) => e.name === 'screen_view')!.durationMs, 2000);
   },
 );
+
+test('a batch writes each changed session once, however many of its events it holds; a cached device loads nothing', async () => {
+  const h = new Harness();
+  await h.batch([view(T0, 'https://shop.example/0')]);
+  const out = await h.batch(Array.from({ length: 10 }, (_, i) => view(T0 + (i + 1) * 1000, `https://shop.example/${i + 1}`)));
+  assert.equal(out.sessions.length, 1);
+  assert.equal(out.sessions[0]!.screenViewCount, 11);
+  // Only the view of the earlier batch needs an UPDATE; the batch's own views carry theirs.
+  assert.equal(out.viewDurations.length, 1);
+  assert.deepEqual(out.events.filter((e) => e.name === 'screen_view').map((e) => e.durationMs), [...Array(9).fill(1000), null]);
+  assert.deepEqual(h.loads, [[DEV]]);
+});

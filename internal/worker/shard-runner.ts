@@ -13,6 +13,7 @@ import type { Pool } from '../store/db';
 import { appliedKeys, commitShardBatch, commitSkipped, committedSeq, isDataError, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
 import { keepFirstPerKey, keyedOf } from './keys';
 import { processOps } from './processor';
+import type { Semaphore } from './semaphore';
 
 export interface ShardRunnerDeps {
   bus: Bus;
@@ -25,7 +26,15 @@ export interface ShardRunnerDeps {
   batchMax: number;
   /** Devices this shard keeps in its session cache (WORKER_SESSION_CACHE / TIDEMARK_SHARDS). */
   cacheMax: number;
-  /** Called after commit with the sessions that opened (their end check is scheduled). */
+  /**
+   * Shared by the runners of one worker: a runner holds a slot from taking its batch until
+   * the batch is committed and acked, so the worker has at most that many write
+   * transactions open, and a runner waiting for a slot takes a bigger batch.
+   */
+  commits?: Semaphore;
+  /** Events by COPY (default); false: by INSERT (see WORKER_EVENTS_COPY). */
+  copyEvents?: boolean;
+  /** Called after commit (outside the commit slot) with the sessions that opened (their end check is scheduled). */
   onOpened: (sessions: SessionState[]) => Promise<void>;
   now?: () => number;
 }
@@ -38,6 +47,10 @@ export class ShardRunner {
   private stopped: Promise<void> | null = null;
   private readonly cache: LRUCache<string, SessionState>;
   private queue: BusMessage[] = [];
+  /** Sessions opened by committed batches, whose end checks are still to be scheduled. */
+  private opened: SessionState[] = [];
+  /** Each queued message's ops, decoded once (null: undecodable). */
+  private readonly decoded = new WeakMap<BusMessage, QueuedOp[] | null>();
   private wake: (() => void) | null = null;
   private highestSeen = 0;
   private committed = 0;
@@ -98,35 +111,49 @@ export class ShardRunner {
         this.wake = null;
         continue;
       }
-      const batch = this.takeBatch();
-      const stale = batch.filter((m) => m.seq <= committed);
-      for (const m of stale) m.ack();
-      const fresh = batch.filter((m) => m.seq > committed);
-      if (!fresh.length) continue;
-      try {
-        // After repeated data errors, commit message by message to find and set aside the bad one.
-        committed = failures >= 2 && fresh.length >= 1 ? await this.commitIsolating(fresh, committed) : await this.commit(fresh, committed);
-        this.committed = committed;
-        for (const m of fresh) m.ack();
-        failures = 0;
-      } catch (err) {
-        if (err instanceof ShardFencedError) {
-          log.warn({ shard: this.shard }, 'shard moved to another worker; stopping');
-          this.deps.metrics.workerErrors.inc({ kind: 'fenced' });
-          this.stopping = true;
-          break;
-        }
-        failures++;
-        this.deps.metrics.workerErrors.inc({ kind: 'commit' });
-        log.error({ err, shard: this.shard, attempt: failures }, 'batch failed; retrying');
-        this.cache.clear(); // reload session states from the store on retry
-        this.deps.partitions.forget();
-        this.queue.unshift(...fresh);
-        for (const m of fresh) m.working();
-        await sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)));
-      }
+      const outcome = this.deps.commits ? await this.deps.commits.run(() => this.step(committed, failures)) : await this.step(committed, failures);
+      // Out of the commit slot: a slow Redis must not hold up the other shards' commits
+      // (a check that is never scheduled is found by the sweep).
+      await this.scheduleOpened();
+      committed = outcome.committed;
+      failures = outcome.failures;
+      if (outcome.fenced) break;
+      if (outcome.backoffMs) await sleep(outcome.backoffMs);
     }
     await messages.close().catch(() => {});
+  }
+
+  /** Takes a batch from the queue, commits it, acks it; the caller backs off after a failure. */
+  private async step(committed: number, failures: number): Promise<{ committed: number; failures: number; fenced?: boolean; backoffMs?: number }> {
+    const { log } = this.deps;
+    const batch = this.takeBatch();
+    const stale = batch.filter((m) => m.seq <= committed);
+    for (const m of stale) m.ack();
+    const fresh = batch.filter((m) => m.seq > committed);
+    if (!fresh.length) return { committed, failures };
+    try {
+      // After repeated data errors, commit message by message to find and set aside the bad one.
+      committed = failures >= 2 && fresh.length >= 1 ? await this.commitIsolating(fresh, committed) : await this.commit(fresh, committed);
+      this.committed = committed;
+      for (const m of fresh) m.ack();
+      failures = 0;
+    } catch (err) {
+      if (err instanceof ShardFencedError) {
+        log.warn({ shard: this.shard }, 'shard moved to another worker; stopping');
+        this.deps.metrics.workerErrors.inc({ kind: 'fenced' });
+        this.stopping = true;
+        return { committed, failures, fenced: true };
+      }
+      failures++;
+      this.deps.metrics.workerErrors.inc({ kind: 'commit' });
+      log.error({ err, shard: this.shard, attempt: failures }, 'batch failed; retrying');
+      this.cache.clear(); // reload session states from the store on retry
+      this.deps.partitions.forget();
+      this.queue.unshift(...fresh);
+      for (const m of fresh) m.working();
+      return { committed, failures, backoffMs: Math.min(5000, 100 * 2 ** Math.min(failures, 6)) };
+    }
+    return { committed, failures };
   }
 
   /** One message per transaction; a message PostgreSQL refuses as data is dead-lettered. */
@@ -157,29 +184,45 @@ export class ShardRunner {
   }
 
   private takeBatch(): BusMessage[] {
-    // Whole messages (each a micro-batch of ops) up to about batchMax ops.
+    // Whole messages (each a micro-batch of ops) up to batchMax ops; at least one message.
     const out: BusMessage[] = [];
     let ops = 0;
-    while (this.queue.length && (out.length === 0 || ops < this.deps.batchMax)) {
-      const m = this.queue.shift()!;
-      out.push(m);
-      ops += 64; // a cheap estimate; exact counts are known after decoding
+    while (this.queue.length) {
+      const n = this.opsOf(this.queue[0]!)?.length ?? 0;
+      if (out.length && ops + n > this.deps.batchMax) break;
+      out.push(this.queue.shift()!);
+      ops += n;
     }
     return out;
+  }
+
+  private async scheduleOpened(): Promise<void> {
+    if (!this.opened.length) return;
+    const opened = this.opened;
+    this.opened = [];
+    await this.deps.onOpened(opened).catch((err) => this.deps.log.warn({ err }, 'could not schedule session end checks'));
+  }
+
+  /** The message's ops (decoded on first use); null when it cannot be read. */
+  private opsOf(m: BusMessage): QueuedOp[] | null {
+    let ops = this.decoded.get(m);
+    if (ops !== undefined) return ops;
+    try {
+      ops = decodeBatch(m.data).ops;
+    } catch (err) {
+      // A message we cannot read would block the shard forever: recorded and skipped.
+      this.deps.log.error({ err, seq: m.seq, shard: this.shard }, 'undecodable message skipped');
+      this.deps.metrics.workerErrors.inc({ kind: 'decode' });
+      ops = null;
+    }
+    this.decoded.set(m, ops);
+    return ops;
   }
 
   private async commit(msgs: BusMessage[], fromSeq: number): Promise<number> {
     const { bus, db, metrics } = this.deps;
     let ops: QueuedOp[] = [];
-    for (const m of msgs) {
-      try {
-        ops.push(...decodeBatch(m.data).ops);
-      } catch (err) {
-        // A message we cannot read would block the shard forever: recorded and skipped.
-        this.deps.log.error({ err, seq: m.seq, shard: this.shard }, 'undecodable message skipped');
-        metrics.workerErrors.inc({ kind: 'decode' });
-      }
-    }
+    for (const m of msgs) ops.push(...(this.opsOf(m) ?? []));
     // At most one op per (project, idempotency key): a retried copy is dropped here.
     const keyed = keyedOf(ops);
     let opKeys: { projectId: string; key: string; opId: string }[] = [];
@@ -203,7 +246,7 @@ export class ShardRunner {
       stream: bus.streamName, shard: this.shard, fromSeq, toSeq,
       events: processed.events, viewDurations: processed.viewDurations, sessions: processed.sessions,
       reopenedSessionIds: processed.reopenedSessionIds, profileOps: processed.profileOps, opKeys,
-    });
+    }, { copy: this.deps.copyEvents ?? true });
     metrics.workerCommitDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
     metrics.workerBatchOps.observe(ops.length);
     metrics.workerEvents.inc(processed.events.length);
@@ -212,9 +255,7 @@ export class ShardRunner {
       this.deps.log.warn({ opId: f.opId, projectId: f.projectId, reason: f.reason }, 'profile operation not applied');
     }
     for (const [k, s] of processed.states) this.cache.set(k, s);
-    if (processed.opened.length) {
-      await this.deps.onOpened(processed.opened).catch((err) => this.deps.log.warn({ err }, 'could not schedule session end checks'));
-    }
+    this.opened.push(...processed.opened);
     return toSeq;
   }
 }
