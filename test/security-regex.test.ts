@@ -97,7 +97,9 @@ test('every read endpoint answers a catastrophic regex with 503 within about the
 });
 
 test('other requests are answered quickly while slow regex queries run, and no connection leaks', async () => {
-  const storm = Promise.all(Array.from({ length: 3 }, () => SLOW_PATHS()).flat().map((p) => read(p, 'slow-regex').then((a) => assertCutOff(a, p))));
+  // 16 slow requests at once: a storm on two cores, yet below the pool's 20 connections, so
+  // what is measured is the CPU they leave to normal reads, not a wait for a connection.
+  const storm = Promise.all(Array.from({ length: 2 }, () => SLOW_PATHS()).flat().map((p) => read(p, 'slow-regex').then((a) => assertCutOff(a, p))));
   const latencies: number[] = [];
   const deadline = Date.now() + 1500;
   while (Date.now() < deadline) {

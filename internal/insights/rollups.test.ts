@@ -39,8 +39,11 @@ const NOW = new Date('2026-11-03T09:30:00Z');
 
 let pool: pg.Pool;
 
-/** A project with many visitors (sessions only), for the unique-visitor sketches. */
-const MANY = { id: 'r_many', from: '2026-06-01T00:00:00Z', to: '2026-10-26T00:00:00Z', sessions: 40_000, profiles: 16_000 };
+/**
+ * A project with many visitors (sessions only), for the unique-visitor sketches: ~1,900
+ * sessions of ~1,800 visitors a week for twelve weeks (every hour of it is refreshed twice).
+ */
+const MANY = { id: 'r_many', from: '2026-08-01T00:00:00Z', to: '2026-10-26T00:00:00Z', sessions: 24_000, profiles: 16_000 };
 
 async function generateVisitors(db: pg.Pool, projectId: string): Promise<void> {
   const c = await db.connect();
@@ -656,7 +659,7 @@ describe('unique visitors: exact up to the threshold, HyperLogLog sketches above
       const { unique_visitors: _a, ...restS } = sketched.metrics;
       const { unique_visitors: _b, ...restB } = exact.metrics;
       assert.deepEqual(restS, restB);
-      if (label === 'week buckets') assert.ok(large > 10, 'buckets beyond the sketches\' exact lists');
+      if (label === 'week buckets') assert.ok(large > 8, `buckets beyond the sketches' exact lists: ${large}`);
     });
   }
 });
