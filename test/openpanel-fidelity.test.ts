@@ -199,6 +199,9 @@ describe('nested increments', () => {
     await inc('increment', 'stats.logins', 1);
     await inc('decrement', 'stats.logins', 1);
     accepted(await post(`${app.url}/track`, { type: 'identify', payload: { profileId: 'nested-1', properties: { plan: 'pro' } } }, writer));
+    // Each request comes from its own device (its own shard): ops of different shards have no
+    // order between them, so the string must be stored before the increment that hits it.
+    await waitFor(async () => (await env.db.query('SELECT properties->>\'plan\' AS plan FROM profiles WHERE project_id = $1 AND id = $2', [projectId, 'nested-1'])).rows[0]?.plan === 'pro', { what: 'the identify' });
     await inc('increment', 'plan.count', 1); // plan is a string: no object to go into
     const failure = await waitFor(async () => (await env.db.query("SELECT * FROM op_failures WHERE project_id = $1 AND payload->>'profileId' = 'nested-1'", [projectId])).rows[0], { what: 'the failure' });
     assert.match(failure.reason, /plan\.count/);
