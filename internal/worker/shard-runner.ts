@@ -10,7 +10,7 @@ import type { Logger } from '../obs/log';
 import type { Metrics } from '../obs/metrics';
 import type { SessionState } from '../sessionize/session';
 import type { Pool } from '../store/db';
-import { appliedKeys, commitShardBatch, commitSkipped, committedSeq, isDataError, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
+import { appliedKeys, type AppliedKey, commitShardBatch, commitSkipped, committedSeq, isDataError, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
 import { keepFirstPerKey, keyedOf } from './keys';
 import { processOps } from './processor';
 import type { Semaphore } from './semaphore';
@@ -225,7 +225,7 @@ export class ShardRunner {
     for (const m of msgs) ops.push(...(this.opsOf(m) ?? []));
     // At most one op per (project, idempotency key): a retried copy is dropped here.
     const keyed = keyedOf(ops);
-    let opKeys: { projectId: string; key: string; opId: string }[] = [];
+    let opKeys: AppliedKey[] = [];
     if (keyed.length) {
       const kept = keepFirstPerKey(ops, await appliedKeys(db, keyed));
       ops = kept.ops;
