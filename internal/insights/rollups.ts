@@ -4,9 +4,9 @@
 // The hourly rollups hold, per (project, UTC hour of the session start) and per dimension
 // value or page, the sums the insights numbers are made of (sessions, bounces, timed
 // sessions, their duration, screen views; per page: sessions, entries, entry bounces, timed
-// views, their duration, views (sql/023) and the latest titled view; bots excluded). An hour whose sessions
-// changed after its last refresh is listed in rollup_invalidations until the refresh catches
-// up, so a query reads
+// views, their duration, views (sql/023) and the latest titled view; bots excluded). An
+// hour whose sessions changed after its last refresh is listed in rollup_invalidations
+// until the refresh catches up, so a query reads
 //   rollup rows of the hours in [start, end) that are NOT in the log
 //   UNION ALL raw `sessions` rows (not bots; and their screen views for pages) that started
 //   in the hours that ARE in the log,
