@@ -1,9 +1,9 @@
 // semantics.md "OpenPanel fidelity" through the public API, against the real services:
 // the client address from proxy headers (and TRUSTED_IP_HEADERS), device overrides, the
 // referrer named by the page URL, the new filter operators in insights and export, nested
-// increments, CORS on insights and export, wildcard and bare-host origins, and
-// `cli project update` seen at once by a running API. Every expectation is worked out by
-// hand from the events this file sends.
+// increments, CORS on insights and export, wildcard and bare-host origins, pageviews on
+// page and breakdown rows, and `cli project update` seen at once by a running API. Every
+// expectation is worked out by hand from the events this file sends.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestEnv, startApp, post, get, track, waitFor, type Credentials } from './support/harness';
@@ -188,6 +188,45 @@ describe('filters gt/gte/lt/lte and isNull/isNotNull through insights and export
     assert.deepEqual(bad.body.details.issues[0].path, ['filters', '0', 'value', '0']);
     const empty = await get(`${app.url}/insights/${filterProject}/metrics?filters=${encodeURIComponent(JSON.stringify([{ name: 'path', operator: 'is', value: [] }]))}`, filterReader);
     assert.equal(empty.status, 400);
+  });
+});
+
+describe('pageviews on page and breakdown rows', () => {
+  // Day D: a Chrome visitor views /a, /a (a click between) and /b; a Firefox visitor views /a.
+  const day = new Date(Date.now() - 4 * 86_400_000).toISOString().slice(0, 10);
+  const at = (h: number, m = 0) => `${day}T${String(h).padStart(2, '0')}:${String(m).padStart(2, '0')}:00.000Z`;
+  const FIREFOX_UA = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:121.0) Gecko/20100101 Firefox/121.0';
+  let pvProject: string;
+  let pvReader: Credentials;
+  const read = async (what: string) => {
+    const r = await get(`${app.url}/insights/${pvProject}/${what}?startDate=${day}&endDate=${day}&limit=50`, pvReader);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return r.body;
+  };
+
+  before(async () => {
+    pvProject = await env.project({ name: 'Pageviews' });
+    const w = await env.client(pvProject, 'write', 0);
+    pvReader = await env.client(pvProject, 'read');
+    const chrome = freshUa();
+    const firefox = `${FIREFOX_UA} fidelity/${++uniq}`;
+    const sends: [string, string, string, string][] = [
+      [chrome, 'screen_view', '/a', at(10, 0)], [chrome, 'screen_view', '/a', at(10, 1)], [chrome, 'click', '/a', at(10, 2)],
+      [chrome, 'screen_view', '/b', at(10, 3)], [firefox, 'screen_view', '/a', at(11, 0)],
+    ];
+    for (const [ua, name, path, ts] of sends) {
+      accepted(await post(`${app.url}/track`, track(name, { __path: `https://pv.example${path}`, __timestamp: ts }), w, { userAgent: ua, ip: '8.8.8.8' }));
+    }
+    await waitFor(async () => (await read('metrics')).metrics.total_screen_views === 4, { what: '4 screen views' });
+  });
+
+  test('pages: views of the page (/a 3 in 2 sessions, /b 1); browser: the screen views of its sessions', async () => {
+    const pages = (await read('pages')) as { path: string; sessions: number; pageviews: number }[];
+    assert.deepEqual(pages.map((p) => [p.path, p.sessions, p.pageviews]), [['/a', 2, 3], ['/b', 1, 1]]);
+    const browsers = (await read('browser')) as { name: string; sessions: number; pageviews: number }[];
+    assert.deepEqual(browsers.map((b) => [b.name, b.sessions, b.pageviews]), [['Chrome', 1, 3], ['Firefox', 1, 1]]);
+    const countries = (await read('country')) as { name: string; pageviews: number }[];
+    assert.deepEqual(countries.map((c) => [c.name, c.pageviews]), [['US', 4]]);
   });
 });
 

@@ -75,3 +75,16 @@ test('the document is JSON and names OpenAPI 3.1', () => {
   const text = JSON.stringify(openApiDocument());
   assert.equal((JSON.parse(text) as { openapi: string }).openapi, '3.1.0');
 });
+
+test('page and breakdown rows document pageviews (semantics.md, "OpenPanel fidelity")', () => {
+  type Row = { properties: Record<string, unknown>; required: string[] };
+  const rowOf = (path: string): Row => {
+    const paths = doc.paths as unknown as Record<string, { get: { responses: Record<string, { content: { 'application/json': { schema: { items: Row } } } }> } }>;
+    return paths[path]!.get.responses['200']!.content['application/json'].schema.items;
+  };
+  for (const path of ['/insights/{projectId}/pages', ...SESSION_DIMENSIONS.map((d) => `/insights/{projectId}/${d}`)]) {
+    const row = rowOf(path);
+    assert.ok(row.properties.pageviews, path);
+    assert.ok(row.required.includes('pageviews'), path);
+  }
+});

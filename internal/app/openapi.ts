@@ -32,9 +32,11 @@ const MetricsResponse = z.object({ metrics: Metrics, series: z.array(Metrics.ext
 const PageRow = z.object({
   title: z.string(), origin: z.string(), path: z.string(), sessions: z.number(),
   bounce_rate: z.number(), avg_duration: z.number().describe('seconds'),
+  pageviews: z.number().describe('screen views of this page, counted as its sessions are'),
 });
 const BreakdownRow = z.object({
   name: z.string(), sessions: z.number(), bounce_rate: z.number(), avg_session_duration: z.number(),
+  pageviews: z.number().describe('screen views of the row\'s sessions'),
   prefix: z.string().optional().describe('region, city: country; browser_version: browser; os_version: os'),
 });
 

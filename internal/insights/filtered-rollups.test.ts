@@ -235,6 +235,7 @@ async function sameBothWays(projectId: string, q: Q, now = NOW): Promise<{ metri
     assert.deepEqual(await allRows((p) => getBreakdown(pool, projectId, dim, p, now, AUTO), base, 50), expected, `${dim} ${label}`);
     assert.deepEqual(await allRows((p) => getBreakdown(pool, projectId, dim, p, now, AUTO), base, 3), expected, `${dim} by 3s ${label}`);
     assert.equal(expected.reduce((n, r) => n + r.sessions, 0), raw.metrics.total_sessions, `${dim} sums to the total, ${label}`);
+    assert.equal(expected.reduce((n, r) => n + r.pageviews, 0), raw.metrics.total_screen_views, `${dim} pageviews sum to the total, ${label}`);
   }
   return { metrics: planFor(period, params.filters), breakdowns: plans, sessions: raw.metrics.total_sessions };
 }
@@ -621,10 +622,11 @@ describe('the session cube (sql/012): breakdowns filtered on another dimension',
     const diff = async () => (await exec(
       `WITH want AS (
          ${pairs.map(([a, b]) => `SELECT d.project_id, '${a},${b}' AS pair, d.bucket, d.${a} AS a, d.${b} AS b,
-            sum(d.sessions) AS sessions, sum(d.bounces) AS bounces, sum(d.timed_sessions) AS timed_sessions, sum(d.duration_ms) AS duration_ms
+            sum(d.sessions) AS sessions, sum(d.bounces) AS bounces, sum(d.timed_sessions) AS timed_sessions, sum(d.duration_ms) AS duration_ms,
+            sum(d.screen_views) AS screen_views
             FROM rollup_session_cube_daily d GROUP BY 1, 2, 3, 4, 5`).join(' UNION ALL ')}
        ), got AS (
-         SELECT project_id, pair, bucket, a, b, sessions::numeric, bounces::numeric, timed_sessions::numeric, duration_ms FROM rollup_session_cube_pairs_daily
+         SELECT project_id, pair, bucket, a, b, sessions::numeric, bounces::numeric, timed_sessions::numeric, duration_ms, screen_views::numeric FROM rollup_session_cube_pairs_daily
        )
        SELECT (SELECT count(*) FROM ((SELECT * FROM want EXCEPT ALL SELECT * FROM got) UNION ALL (SELECT * FROM got EXCEPT ALL SELECT * FROM want)) x)::int AS n,
               (SELECT count(*) FROM got)::int AS rows,
@@ -879,7 +881,10 @@ describe('metrics filtered on two cube dimensions: the daily pair metrics (sql/0
       );
       await up.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions`);
       while ((await refreshRollups(up, false, { before: NOW })).buckets > 0);
-      for (const file of files.slice(upTo)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
+      // 018 and 019 (sql/023 then logs every hour with sessions: applied below)
+      const upTo23 = files.indexOf('023_rollup_pageviews.sql');
+      assert.ok(upTo23 > upTo);
+      for (const file of files.slice(upTo, upTo23)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
       const { rows } = await up.query(
         `SELECT array_agg(bucket ORDER BY bucket)::text AS logged FROM rollup_invalidations WHERE project_id = 'u'`,
       );
@@ -887,6 +892,7 @@ describe('metrics filtered on two cube dimensions: the daily pair metrics (sql/0
       const days = ['2026-09-30 22:00:00+00', '2026-10-01 22:00:00+00', '2026-10-02 22:00:00+00', '2026-10-03 22:00:00+00', '2026-10-04 22:00:00+00'];
       assert.equal(rows[0].logged, `{${days.map((d) => `"${d}"`).join(',')}}`);
       assert.equal((await up.query(`SELECT count(*)::int AS n FROM rollup_invalidations WHERE project_id = 'k'`)).rows[0].n, 0, 'Kolkata days have no pair rows');
+      for (const file of files.slice(upTo23)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
       const q = parsePeriodParams(query({ startDate: '2026-09-30', endDate: '2026-10-06', filters: [f('country', 'isNot', 'US'), f('device', 'is', 'mobile')] }));
       const raw = await getMetrics(up, 'u', q, NOW, RAW);
       assert.ok(raw.metrics.unique_visitors > 10);
@@ -957,12 +963,13 @@ describe('breakdowns naming a wide dimension and a cube dimension: the daily dim
         `WITH want AS (
            SELECT d.project_id, d.bucket, s.${a} AS a, ${parent ? `s.${parent}` : `''`} AS a_prefix, s.${b} AS b,
                   count(*) AS sessions, count(*) FILTER (WHERE s.is_bounce) AS bounces,
-                  count(*) FILTER (WHERE s.duration_ms > 0) AS timed, coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms
+                  count(*) FILTER (WHERE s.duration_ms > 0) AS timed, coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
+                  coalesce(sum(s.screen_view_count), 0) AS screen_views
            FROM rollup_session_dim_pairs_days d
            JOIN sessions s ON s.project_id = d.project_id AND s.started_at >= d.bucket AND s.started_at < d.bucket + d.hours * interval '1 hour' AND NOT s.is_bot
            GROUP BY 1, 2, 3, 4, 5
          ), got AS (
-           SELECT project_id, bucket, a, a_prefix, b, sessions, bounces, timed_sessions, duration_ms
+           SELECT project_id, bucket, a, a_prefix, b, sessions, bounces, timed_sessions, duration_ms, screen_views
            FROM rollup_session_dim_pairs_daily WHERE pair = $1
          )
          SELECT (SELECT count(*) FROM ((SELECT * FROM want EXCEPT ALL SELECT * FROM got) UNION ALL (SELECT * FROM got EXCEPT ALL SELECT * FROM want)) x)::int AS differ,

@@ -227,6 +227,7 @@ async function sameBothWays(projectId: string, q: Q, now = NOW): Promise<{ plan:
       const raw = await allRows((p) => getBreakdown(pool, projectId, dim, p, now, RAW), base, 50);
       assert.deepEqual(auto, raw, `${dim} ${label}`);
       assert.equal(auto.reduce((n, r) => n + r.sessions, 0), m1.metrics.total_sessions, `${dim} sums to total, ${label}`);
+      assert.equal(auto.reduce((n, r) => n + r.pageviews, 0), m1.metrics.total_screen_views, `${dim} pageviews sum to total, ${label}`);
       // Small pages and the default page too: same order, same cut.
       assert.deepEqual(await allRows((p) => getBreakdown(pool, projectId, dim, p, now, AUTO), base, 3), raw, `${dim} by 3s ${label}`);
       assert.deepEqual(await getBreakdown(pool, projectId, dim, base, now, AUTO), raw.slice(0, 10), `${dim} default page ${label}`);
@@ -357,14 +358,14 @@ describe('rollup path = raw path (PostgreSQL)', () => {
     const base = parsePageParams(query({ range: '30d', limit: 50 }));
     const before = await getMetrics(pool, 'r_ber', q, NOW);
     const { rows } = await exec(
-      `SELECT s.id, s.started_at FROM sessions s
+      `SELECT s.id, s.started_at, s.screen_view_count FROM sessions s
        WHERE s.project_id = 'r_ber' AND NOT s.is_bot AND s.started_at >= '2026-10-20' AND s.started_at < $1
          AND NOT EXISTS (SELECT 1 FROM rollup_invalidations i WHERE i.project_id = s.project_id AND i.bucket = date_trunc('hour', s.started_at, 'UTC'))
          AND s.country <> 'NZ' AND s.is_bounce AND s.duration_ms = 0
        ORDER BY s.started_at LIMIT 1`,
       [REFRESHED_BEFORE.toISOString()],
     );
-    const target = rows[0] as { id: string; started_at: Date };
+    const target = rows[0] as { id: string; started_at: Date; screen_view_count: number };
     assert.ok(target, 'a session in a rolled-up hour');
     const c = await pool.connect();
     try {
@@ -393,7 +394,9 @@ describe('rollup path = raw path (PostgreSQL)', () => {
     assert.equal(after.metrics.total_screen_views, before.metrics.total_screen_views + 6);
     assert.deepEqual(after, await getMetrics(pool, 'r_ber', q, NOW, RAW));
     const countries = await getBreakdown(pool, 'r_ber', 'country', base, NOW);
-    assert.deepEqual(countries.find((r) => r.name === 'NZ'), { name: 'NZ', sessions: 2, bounce_rate: 50, avg_session_duration: 7.78 });
+    assert.deepEqual(countries.find((r) => r.name === 'NZ'), {
+      name: 'NZ', sessions: 2, bounce_rate: 50, avg_session_duration: 7.78, pageviews: target.screen_view_count + 5 + 1,
+    });
     await sameBothWays('r_ber', { range: '30d' });
 
     // The refresh catches up and empties the log; still the same answers.

@@ -4,9 +4,9 @@
 // The hourly rollups hold, per (project, UTC hour of the session start) and per dimension
 // value or page, the sums the insights numbers are made of (sessions, bounces, timed
 // sessions, their duration, screen views; per page: sessions, entries, entry bounces, timed
-// views, their duration and the latest titled view; bots excluded). An hour whose sessions
-// changed after its last refresh is listed in rollup_invalidations until the refresh catches
-// up, so a query reads
+// views, their duration, views (sql/023) and the latest titled view; bots excluded). An
+// hour whose sessions changed after its last refresh is listed in rollup_invalidations
+// until the refresh catches up, so a query reads
 //   rollup rows of the hours in [start, end) that are NOT in the log
 //   UNION ALL raw `sessions` rows (not bots; and their screen views for pages) that started
 //   in the hours that ARE in the log,
@@ -311,10 +311,12 @@ function rolledUp(relation: string, b: Bound): string {
           AND r.bucket NOT IN (SELECT inv.bucket FROM inv)`;
 }
 
+/** The raw tail's sums (alias `s`), in the rollups' measure order: sessions, bounces, timed_sessions, duration_ms, screen_views. */
 const RAW_MEASURES = `count(*),
                count(*) FILTER (WHERE s.is_bounce),
                count(*) FILTER (WHERE s.duration_ms > 0),
-               coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0)`;
+               coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0),
+               coalesce(sum(s.screen_view_count), 0)`;
 
 /** HyperLogLog parameters of every sketch (sql/008_rollup_visitors.sql): log2m, regwidth, expthresh, sparseon. */
 export const HLL_PARAMS = '14, 5, -1, 1';
@@ -483,7 +485,7 @@ export function rollupMetricsSql(
         FROM ${rolledUp(source, b)}
           AND ${where('r')}
         UNION ALL
-        SELECT inv.bucket, ${RAW_MEASURES}, coalesce(sum(s.screen_view_count), 0)
+        SELECT inv.bucket, ${RAW_MEASURES}
         FROM ${tailSessions(b)}
         WHERE ${where('s')}
         GROUP BY inv.bucket
@@ -545,7 +547,7 @@ export function rollupMetricsSql(
 
 /**
  * Pages over the rollups plus the raw views of the log's hours: columns origin, path,
- * sessions, entries, bounces, timed_views, duration_ms, title; sorted and paged as the raw
+ * sessions, entries, bounces, timed_views, duration_ms, views, title; sorted and paged as the raw
  * query (sessions DESC, path, origin in byte order). The period is cut at UTC midnights into
  * segments: a whole UTC day with no hour in the log reads its rollup_pages_daily rows, any
  * other segment the rollup_pages_hourly rows of its hours not in the log; the log's hours
@@ -588,21 +590,21 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
       ),
       parts AS (
         SELECT r.origin COLLATE "C" AS origin, r.path COLLATE "C" AS path,
-               r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms
+               r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views
         FROM rollup_pages_daily r
         WHERE r.project_id = ${b.project} AND r.bucket = ANY ((SELECT array_agg(segs.lo) FROM segs WHERE segs.whole)::timestamptz[])
         UNION ALL
         SELECT r.origin COLLATE "C", r.path COLLATE "C",
-               r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms
+               r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views
         FROM segs JOIN rollup_pages_hourly r ON r.project_id = ${b.project} AND r.bucket >= segs.lo AND r.bucket < segs.hi
         WHERE NOT segs.whole AND r.bucket NOT IN (SELECT inv.bucket FROM inv)
         UNION ALL
         -- per page, then per (page, session) first: the distinct counts without sorting
         SELECT ps.origin, ps.path, count(*), count(*) FILTER (WHERE ps.entered), count(*) FILTER (WHERE ps.bounced),
-               sum(ps.timed_views), sum(ps.duration_ms)
+               sum(ps.timed_views), sum(ps.duration_ms), sum(ps.views)
         FROM (
           SELECT tv.origin, tv.path, tv.session_id, bool_or(tv.entered) AS entered, bool_or(tv.entered AND tv.is_bounce) AS bounced,
-                 count(tv.duration_ms) AS timed_views, coalesce(sum(tv.duration_ms), 0) AS duration_ms
+                 count(tv.duration_ms) AS timed_views, coalesce(sum(tv.duration_ms), 0) AS duration_ms, count(*) AS views
           FROM tv
           GROUP BY tv.origin, tv.path, tv.session_id
         ) ps
@@ -619,13 +621,13 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
       ranked AS (
         SELECT parts.origin, parts.path,
                sum(parts.sessions) AS sessions, sum(parts.entries) AS entries, sum(parts.bounces) AS bounces,
-               sum(parts.timed_views) AS timed_views, sum(parts.duration_ms) AS duration_ms
+               sum(parts.timed_views) AS timed_views, sum(parts.duration_ms) AS duration_ms, sum(parts.views) AS views
         FROM parts
         GROUP BY parts.origin, parts.path
         ORDER BY sum(parts.sessions) DESC, parts.path, parts.origin
         LIMIT ${params.add(limit)} OFFSET ${params.add(offset)}
       )
-      SELECT r.origin, r.path, r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms,
+      SELECT r.origin, r.path, r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views,
              coalesce((
                SELECT t.title FROM (
                  (SELECT x.title, x.title_at AS at, x.title_id AS id FROM rollup_pages_daily x
@@ -657,7 +659,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
 
 /**
  * A breakdown over the rollups: columns name, [prefix,] sessions, bounces, timed_sessions,
- * duration_ms; sorted and paged as the raw query. `filters` (on the dimension or its parent
+ * duration_ms, screen_views; sorted and paged as the raw query. `filters` (on the dimension or its parent
  * only, see rollupDimensionFor) apply to the rollup rows and to the raw tail alike.
  */
 export function rollupBreakdownSql(
@@ -677,7 +679,7 @@ export function rollupBreakdownSql(
   return `
       WITH ${invalidatedCte(b)},
       parts AS (
-        SELECT ${rollupKeys}, r.sessions, r.bounces, r.timed_sessions, r.duration_ms
+        SELECT ${rollupKeys}, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views
         FROM ${rolledUp(relation, b)}
           AND ${compileAll(filters, 'r', params)}
         UNION ALL
@@ -701,7 +703,7 @@ function breakdownKeys(dimension: SessionDimension, alias: string): string {
 
 /**
  * The breakdown's page from the CTE `parts` (name, [prefix,] sessions, bounces,
- * timed_sessions, duration_ms): grouped, sorted and paged as the raw query.
+ * timed_sessions, duration_ms, screen_views): grouped, sorted and paged as the raw query.
  */
 function breakdownRowsSql(dimension: SessionDimension, params: SqlParams, limit: number, offset: number): string {
   const parent = DIMENSION_PREFIX[dimension];
@@ -713,7 +715,8 @@ function breakdownRowsSql(dimension: SessionDimension, params: SqlParams, limit:
   const order = parent ? `parts.name COLLATE "C", ${shownPrefix} COLLATE "C"` : 'parts.name COLLATE "C"';
   return `SELECT ${select},
              sum(parts.sessions) AS sessions, sum(parts.bounces) AS bounces,
-             sum(parts.timed_sessions) AS timed_sessions, sum(parts.duration_ms) AS duration_ms
+             sum(parts.timed_sessions) AS timed_sessions, sum(parts.duration_ms) AS duration_ms,
+             sum(parts.screen_views) AS screen_views
       FROM parts
       GROUP BY ${keys}
       ORDER BY sum(parts.sessions) DESC, ${order}
@@ -722,8 +725,8 @@ function breakdownRowsSql(dimension: SessionDimension, params: SqlParams, limit:
 
 /**
  * A breakdown naming one (wide, cube) dimension pair (dimensionPairFor) over its daily rows
- * (sql/019_session_dimension_pairs.sql): columns name, [prefix,] sessions, bounces,
- * timed_sessions, duration_ms; sorted and paged as the raw query. The period's local days that
+ * (sql/019_session_dimension_pairs.sql, screen_views from sql/023): columns name, [prefix,] sessions, bounces,
+ * timed_sessions, duration_ms, screen_views; sorted and paged as the raw query. The period's local days that
  * are complete in rollup_session_dim_pairs_days and have no logged hour read the pair's rows
  * of the day (a, a_prefix and b renamed to the dimensions, so the filters read them by name);
  * every other hour of the period reads its raw sessions, by an index range per hour.
@@ -752,11 +755,11 @@ export function dimensionPairBreakdownSql(
       ${daysCte('rollup_session_dim_pairs_days', b)},
       ${otherHoursCte(b)},
       parts AS (
-        SELECT ${keys('r')}, r.sessions, r.bounces, r.timed_sessions, r.duration_ms
+        SELECT ${keys('r')}, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views
         FROM days
         -- LATERAL (kept by OFFSET 0): an index probe per day, whatever the row estimates
         CROSS JOIN LATERAL (
-          SELECT x.sessions, x.bounces, x.timed_sessions, x.duration_ms, ${columns.join(', ')}
+          SELECT x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views, ${columns.join(', ')}
           FROM rollup_session_dim_pairs_daily x
           WHERE x.project_id = ${b.project} AND x.pair = ${params.add(pair.key)} AND x.bucket = days.lo
           OFFSET 0
@@ -773,8 +776,8 @@ export function dimensionPairBreakdownSql(
 
 /**
  * A breakdown of a cube dimension filtered on other cube dimensions (cubeFor), over the session
- * cube (sql/012_rollup_session_cube.sql): columns name, sessions, bounces, timed_sessions,
- * duration_ms; sorted and paged as the raw query. The period's local days that are complete in
+ * cube (sql/012_rollup_session_cube.sql, screen_views from sql/023): columns name, sessions, bounces, timed_sessions,
+ * duration_ms, screen_views; sorted and paged as the raw query. The period's local days that are complete in
  * rollup_session_cube_days and have no logged hour read their daily rows (when the breakdown
  * and filters name two dimensions, one pair's rows of sql/016_session_cube_pairs.sql); its
  * other hours not in the log read their hourly rows; the log's hours read raw sessions. The
@@ -789,13 +792,13 @@ export function cubeBreakdownSql(
   filters: readonly IndexedFilter[],
 ): string {
   const b = bind(scope, params);
-  const measures = 'r.sessions, r.bounces, r.timed_sessions, r.duration_ms';
+  const measures = 'r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views';
   // Two dimensions named (the breakdown and one filtered): the days' pair rows (sql/016), their
   // a and b renamed to the dimensions, so the filters read them by name; else the days'
   // combination rows.
   const pair = cubePair([dimension, ...filters.map((x) => x.filter.name as CubeDimension)]);
   const daily = pair
-    ? `(SELECT x.project_id, x.bucket, x.a AS ${pair.a}, x.b AS ${pair.b}, x.sessions, x.bounces, x.timed_sessions, x.duration_ms
+    ? `(SELECT x.project_id, x.bucket, x.a AS ${pair.a}, x.b AS ${pair.b}, x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views
           FROM rollup_session_cube_pairs_daily x WHERE x.pair = ${params.add(pair.key)})`
     : 'rollup_session_cube_daily';
   // Identifiers: the dimension (and pair) come from CUBE_DIMENSIONS only.

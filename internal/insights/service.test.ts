@@ -365,6 +365,7 @@ function expectedPages(sc: Scenario): PageRow[] {
       sessions: sessions.size,
       bounce_rate: round2(entered.filter((s) => s.isBounce).length * 100, entered.length),
       avg_duration: round2(timed.reduce((sum, { e }) => sum + e.durationMs!, 0), timed.length * 1000),
+      pageviews: g.views.length,
     };
   });
   return rows.sort((a, b) => b.sessions - a.sessions || byCodeUnits(a.path, b.path) || byCodeUnits(a.origin, b.origin));
@@ -389,8 +390,8 @@ function expectedBreakdown(sc: Scenario, dim: SessionDimension): BreakdownRow[] 
     const prefix = keyPrefix ?? (parents.size === 1 ? [...parents][0]! : '');
     const m = metricsOf(list);
     const row: BreakdownRow = parent
-      ? { name, prefix: prefix!, sessions: list.length, bounce_rate: m.bounce_rate, avg_session_duration: m.avg_session_duration }
-      : { name, sessions: list.length, bounce_rate: m.bounce_rate, avg_session_duration: m.avg_session_duration };
+      ? { name, prefix: prefix!, sessions: list.length, bounce_rate: m.bounce_rate, avg_session_duration: m.avg_session_duration, pageviews: m.total_screen_views }
+      : { name, sessions: list.length, bounce_rate: m.bounce_rate, avg_session_duration: m.avg_session_duration, pageviews: m.total_screen_views };
     return row;
   });
   return rows.sort((a, b) => b.sessions - a.sessions || byCodeUnits(a.name, b.name) || byCodeUnits(a.prefix ?? '', b.prefix ?? ''));

@@ -110,6 +110,8 @@ export interface PageRow {
   sessions: number;
   bounce_rate: number;
   avg_duration: number;
+  /** Views of the page counted by the same rules as `sessions` (semantics.md, "OpenPanel fidelity"). */
+  pageviews: number;
 }
 
 export interface BreakdownRow {
@@ -119,6 +121,8 @@ export interface BreakdownRow {
   sessions: number;
   bounce_rate: number;
   avg_session_duration: number;
+  /** Screen views of the row's sessions (their screen_view_count summed). */
+  pageviews: number;
 }
 
 interface QueryContext {
@@ -240,6 +244,7 @@ export async function getPages(
       sessions: toNumber(row.sessions),
       bounce_rate: bounceRate(toNumber(row.bounces), toNumber(row.entries)),
       avg_duration: meanSeconds(toNumber(row.duration_ms), toNumber(row.timed_views)),
+      pageviews: toNumber(row.views),
     }));
   }, pageOf(params), 'pages');
 }
@@ -287,13 +292,14 @@ function pagesSql(ctx: QueryContext & Page, p: SqlParams): string {
                count(DISTINCT v.session_id) FILTER (WHERE v.entered) AS entries,
                count(DISTINCT v.session_id) FILTER (WHERE v.entered AND v.is_bounce) AS bounces,
                count(v.duration_ms) AS timed_views,
-               coalesce(sum(v.duration_ms), 0) AS duration_ms
+               coalesce(sum(v.duration_ms), 0) AS duration_ms,
+               count(*) AS views
         FROM v
         GROUP BY v.origin, v.path
         ORDER BY sessions DESC, v.path, v.origin
         LIMIT ${p.add(ctx.limit)} OFFSET ${p.add(ctx.offset)}
       )
-      SELECT r.origin, r.path, r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms,
+      SELECT r.origin, r.path, r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views,
              coalesce((
                SELECT t.title FROM events t
                WHERE t.project_id = ${project}
@@ -336,6 +342,7 @@ function referencePagesSql(ctx: QueryContext & Page, p: SqlParams): string {
              count(DISTINCT v.session_id) FILTER (WHERE v.entered AND v.is_bounce) AS bounces,
              count(v.duration_ms) AS timed_views,
              coalesce(sum(v.duration_ms), 0) AS duration_ms,
+             count(*) AS views,
              coalesce((array_agg(v.title ORDER BY v.created_at DESC, v.id DESC) FILTER (WHERE v.title <> ''))[1], '') AS title
       FROM v
       GROUP BY v.origin, v.path
@@ -352,6 +359,7 @@ interface PagesRow {
   bounces: string;
   timed_views: string;
   duration_ms: string;
+  views: string;
 }
 
 /** Sessions grouped by one session dimension (and its parent, as `prefix`), a page of them. */
@@ -383,6 +391,7 @@ export async function getBreakdown(
         sessions,
         bounce_rate: bounceRate(toNumber(row.bounces), sessions),
         avg_session_duration: meanSeconds(toNumber(row.duration_ms), toNumber(row.timed_sessions)),
+        pageviews: toNumber(row.screen_views),
       };
     });
   }, pageOf(params), dimension);
@@ -424,7 +433,8 @@ function rawBreakdownSql(ctx: QueryContext & Page, dimension: BreakdownDimension
            count(*) AS sessions,
            count(*) FILTER (WHERE s.is_bounce) AS bounces,
            count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
-           coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms
+           coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
+           coalesce(sum(s.screen_view_count), 0) AS screen_views
     FROM s
     GROUP BY s.${dimension}${prefixGroup}
     ORDER BY sessions DESC, s.${dimension} COLLATE "C"${prefixOrder}
@@ -438,6 +448,7 @@ interface BreakdownSqlRow {
   bounces: string;
   timed_sessions: string;
   duration_ms: string;
+  screen_views: string;
 }
 
 // ---------------------------------------------------------------------------------------
