@@ -62,7 +62,7 @@ function probeLatency(): { stop: () => Promise<{ max: number; p90: number; count
       running = false;
       await loop;
       all.sort((a, b) => a - b);
-      const p90 = all.length ? all[Math.min(all.length - 1, Math.floor(all.length * 0.9))] : 0;
+      const p90 = all[Math.min(all.length - 1, Math.floor(all.length * 0.9))] ?? 0;
       return { max, p90, count, failures };
     },
   };
