@@ -107,7 +107,7 @@ function screenView(i: number): string {
 }
 
 /** The raw HTTP requests (one per device) for the open-loop generator. */
-function rawRequests(creds: Credentials | null): Buffer[] {
+export function rawRequests(creds: Credentials | null): Buffer[] {
   return Array.from({ length: DEVICES }, (_, i) => {
     const body = screenView(i);
     const d = device(i);
@@ -173,7 +173,7 @@ interface CpuSnapshot {
   generator: number;
 }
 
-async function cpuNow(tidemarkPid: number, env: TestEnv): Promise<CpuSnapshot> {
+export async function cpuNow(tidemarkPid: number, env: TestEnv): Promise<CpuSnapshot> {
   const backends = await env.db.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = current_database()');
   const sum = (pids: number[]) => pids.reduce((n, p) => n + ticks(p), 0);
   return {
@@ -183,7 +183,7 @@ async function cpuNow(tidemarkPid: number, env: TestEnv): Promise<CpuSnapshot> {
 }
 
 /** CPU seconds between two snapshots (PostgreSQL: the backends alive at both). */
-function cpuDelta(a: CpuSnapshot, b: CpuSnapshot): Cpu {
+export function cpuDelta(a: CpuSnapshot, b: CpuSnapshot): Cpu {
   const s = (t: number) => (t * TICK_US) / 1e6;
   let pg = 0;
   for (const [pid, t] of b.postgres) {
@@ -302,7 +302,7 @@ interface Step {
   cpu: Cpu;
 }
 
-async function countStored(env: TestEnv, projectId: string): Promise<number> {
+export async function countStored(env: TestEnv, projectId: string): Promise<number> {
   const r = await env.db.query<{ n: number }>("SELECT count(*)::int AS n FROM events WHERE project_id = $1 AND name = 'screen_view'", [projectId]);
   return r.rows[0]!.n;
 }

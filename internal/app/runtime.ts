@@ -190,7 +190,7 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
       start: (shard) => {
         const runner = new ShardRunner(shard, {
           bus, db, enricher: e, partitions, log, metrics,
-          timeoutMs: cfg.SESSION_TIMEOUT_MINUTES * 60_000, batchMax: cfg.WORKER_BATCH_MAX, commits, copyEvents: cfg.WORKER_EVENTS_COPY,
+          timeoutMs: cfg.SESSION_TIMEOUT_MINUTES * 60_000, batchMax: cfg.WORKER_BATCH_MAX, lingerMs: cfg.WORKER_LINGER_MS, commits, copyEvents: cfg.WORKER_EVENTS_COPY,
           cacheMax: Math.ceil(cfg.WORKER_SESSION_CACHE / cfg.TIDEMARK_SHARDS),
           onOpened: (s) => scheduler.schedule(s),
         });

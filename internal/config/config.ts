@@ -41,6 +41,12 @@ const EnvSchema = z.object({
   /** Max ops a worker commits in one transaction. */
   WORKER_BATCH_MAX: intFrom(2000, 1),
   /**
+   * How long a shard's batch smaller than WORKER_BATCH_MAX waits for more events after its
+   * first one arrived, so a trickle shares one write transaction (less PostgreSQL CPU per
+   * event; events become readable up to this much later). 0: each batch is written at once.
+   */
+  WORKER_LINGER_MS: z.coerce.number().int().min(0).max(10_000).default(0),
+  /**
    * Devices whose latest session a worker process keeps in memory, over all its shards (each
    * shard keeps its share, TIDEMARK_SHARDS of them; ~3 KB of heap per device). A device not
    * cached is loaded from PostgreSQL on its next event: the limit costs a query, never a count.

@@ -34,6 +34,12 @@ export interface ShardRunnerDeps {
   commits?: Semaphore;
   /** Events by COPY (default); false: by INSERT (see WORKER_EVENTS_COPY). */
   copyEvents?: boolean;
+  /**
+   * WORKER_LINGER_MS: a batch smaller than batchMax waits up to this long after its first
+   * message arrived for more, so that a trickle of events shares one transaction (its fixed
+   * cost: the shard position, the commit's WAL flush) instead of paying one each. 0: at once.
+   */
+  lingerMs?: number;
   /** Called after commit (outside the commit slot) with the sessions that opened (their end check is scheduled). */
   onOpened: (sessions: SessionState[]) => Promise<void>;
   now?: () => number;
@@ -51,6 +57,8 @@ export class ShardRunner {
   private opened: SessionState[] = [];
   /** Each queued message's ops, decoded once (null: undecodable). */
   private readonly decoded = new WeakMap<BusMessage, QueuedOp[] | null>();
+  /** When each queued message arrived (performance.now()), for WORKER_LINGER_MS. */
+  private readonly arrivedAt = new WeakMap<BusMessage, number>();
   private wake: (() => void) | null = null;
   private highestSeen = 0;
   private committed = 0;
@@ -95,6 +103,7 @@ export class ShardRunner {
         if (m.seq <= this.committed) return void m.ack();
         if (m.seq <= this.highestSeen) return;
         this.highestSeen = m.seq;
+        this.arrivedAt.set(m, performance.now());
         this.queue.push(m);
         this.wake?.();
       },
@@ -111,6 +120,7 @@ export class ShardRunner {
         this.wake = null;
         continue;
       }
+      await this.linger();
       const outcome = this.deps.commits ? await this.deps.commits.run(() => this.step(committed, failures)) : await this.step(committed, failures);
       // Out of the commit slot: a slow Redis must not hold up the other shards' commits
       // (a check that is never scheduled is found by the sweep).
@@ -121,6 +131,36 @@ export class ShardRunner {
       if (outcome.backoffMs) await sleep(outcome.backoffMs);
     }
     await messages.close().catch(() => {});
+  }
+
+  /**
+   * Waits (WORKER_LINGER_MS after the oldest queued message arrived, at most) while the queue
+   * holds fewer than batchMax ops, so a trickle of events shares one transaction. Returns at
+   * once when stopping, when the batch is full, or when lingering is off.
+   */
+  private async linger(): Promise<void> {
+    const lingerMs = this.deps.lingerMs ?? 0;
+    if (lingerMs <= 0) return;
+    const until = (this.arrivedAt.get(this.queue[0]!) ?? 0) + lingerMs;
+    while (!this.stopping && this.queuedOps() < this.deps.batchMax) {
+      const left = until - performance.now();
+      if (left <= 0) return;
+      await new Promise<void>((r) => {
+        this.wake = r;
+        setTimeout(r, left).unref();
+      });
+      this.wake = null;
+    }
+  }
+
+  /** Ops queued (whole messages; an undecodable message counts as none). */
+  private queuedOps(): number {
+    let n = 0;
+    for (const m of this.queue) {
+      n += this.opsOf(m)?.length ?? 0;
+      if (n >= this.deps.batchMax) break;
+    }
+    return n;
   }
 
   /** Takes a batch from the queue, commits it, acks it; the caller backs off after a failure. */
