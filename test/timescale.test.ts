@@ -7,6 +7,8 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { refreshRollups } from '../internal/store/rollups';
+import { migrationFiles, migrationSql } from './support/sql-db';
 import { startTimescale, type Timescale } from './support/timescale';
 
 const SCHEMA = new URL('../sql/001_init.sql', import.meta.url);
@@ -447,5 +449,67 @@ test('harness: reopening a data dir (LOADs run) keeps hypertables and caggs writ
     }
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('upgrade: sql/023 fills the view counts of existing rollup rows in place, logs nothing, as the refresh would', SLOW, async (t) => {
+  // An engine of its own: the migrations 001-022, rollups refreshed, then 023.
+  const own = await startTimescale();
+  const db = new pg.Pool({ connectionString: own.url, max: 1 });
+  try {
+    const files = migrationFiles();
+    const at = files.indexOf('023_rollup_pageviews.sql');
+    assert.ok(at > 0);
+    const t0 = performance.now();
+    for (const f of files.slice(0, at)) await db.query(migrationSql(f));
+    t.diagnostic(`001-022 applied in ${Math.round(performance.now() - t0)} ms`);
+    assert.equal((await db.query('SELECT tm_timescale() AS ts')).rows[0].ts, true);
+    await db.query(`INSERT INTO projects (id, name, timezone) VALUES ('t', 't', 'America/New_York')`);
+    // 200 sessions 13 minutes apart over New York's 25-hour 11-01, 0-3 views each
+    await db.query(
+      `INSERT INTO sessions (id, project_id, device_id, profile_id, started_at, last_event_at, entry_origin, entry_path, screen_view_count,
+         device, city, country)
+       SELECT md5('t' || g)::uuid, 't', 'd' || g, 'd' || g, t, t + greatest(g % 4 - 1, 0) * interval '1 minute', 'o', '/p' || (g % 3), g % 4,
+              (ARRAY['mobile', 'desktop'])[1 + g % 2], (ARRAY['Berlin', ''])[1 + g % 2], 'DE'
+       FROM generate_series(1, 200) g, LATERAL (SELECT '2026-10-31T00:00:00Z'::timestamptz + g * interval '13 minutes' AS t) x`,
+    );
+    await db.query(
+      `INSERT INTO events (id, project_id, name, device_id, profile_id, session_id, created_at, origin, path)
+       SELECT gen_random_uuid(), 't', 'screen_view', s.device_id, s.device_id, s.id, s.started_at + k * interval '1 minute', 'o',
+              CASE WHEN k = 0 THEN s.entry_path ELSE '/p' || ((get_byte(decode(md5(s.id::text), 'hex'), 0) + k) % 3) END
+       FROM sessions s, generate_series(0, s.screen_view_count - 1) k`,
+    );
+    const logAll = `INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions`;
+    const before = new Date('2026-11-05T00:00:00Z');
+    await db.query(logAll);
+    while ((await refreshRollups(db, true, { before })).buckets > 0);
+    await db.query(migrationSql('023_rollup_pageviews.sql'));
+    assert.equal((await db.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n, 0, '023 logs nothing');
+    const { rows: filled } = await db.query(
+      `SELECT (SELECT sum(views) FROM rollup_pages_hourly)::int AS pages_hourly, (SELECT sum(views) FROM rollup_pages_daily)::int AS pages_daily,
+              (SELECT sum(screen_views) FROM rollup_session_cube_hourly)::int AS cube_hourly,
+              (SELECT sum(screen_views) FROM rollup_session_cube_daily)::int AS cube_daily,
+              (SELECT sum(screen_views) FROM rollup_session_cube_pairs_daily WHERE pair = 'country,device')::int AS cube_pairs,
+              (SELECT sum(screen_views) FROM rollup_session_dim_pairs_daily WHERE pair = 'city,device')::int AS dim_pairs,
+              (SELECT sum(screen_view_count) FROM sessions)::int AS views`,
+    );
+    const views = filled[0].views as number;
+    assert.ok(views > 100);
+    assert.deepEqual(filled[0], { pages_hourly: views, pages_daily: views, cube_hourly: views, cube_daily: views, cube_pairs: views, dim_pairs: views, views });
+    // every row as a refresh of every hour writes it
+    const tables = ['rollup_pages_hourly', 'rollup_pages_daily', 'rollup_session_cube_hourly', 'rollup_session_cube_daily',
+      'rollup_session_cube_pairs_daily', 'rollup_session_dim_pairs_daily'];
+    const snapshot = async () => {
+      const out: Record<string, string[]> = {};
+      for (const table of tables) out[table] = (await db.query(`SELECT coalesce(array_agg(t::text ORDER BY t::text), '{}') AS r FROM ${table} t`)).rows[0].r;
+      return out;
+    };
+    const migrated = await snapshot();
+    await db.query(logAll);
+    while ((await refreshRollups(db, true, { before })).buckets > 0);
+    assert.deepEqual(migrated, await snapshot());
+  } finally {
+    await db.end();
+    await own.stop();
   }
 });

@@ -1,7 +1,8 @@
 // `pageviews` on page and breakdown rows (semantics.md, "OpenPanel fidelity"), with numbers
 // worked out by hand, on the raw path and on every rollup family the planner may read
 // (sql/023_rollup_pageviews.sql): before the refresh (logged hours read raw), after it (the
-// rollup rows), and on a database upgraded from 022 (its old rollup rows have no view count).
+// rollup rows), and on a database upgraded from 022 (023 fills its old rollup rows' count in
+// place: nothing logged, every row as a fresh refresh writes it, reads exact without a refresh).
 //
 // The day 2026-10-20 (UTC), per project:
 //   session A  Chrome/mobile/DE/Berlin, from Google: views /a, /a, /b (and a click)  -> 3 screen views
@@ -15,9 +16,9 @@ import pg from 'pg';
 import { parsePageParams, type Filter } from '../query/params';
 import { resolvePeriod } from '../query/period';
 import { refreshRollups } from '../store/rollups';
-import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, SERVER_URL } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, logHour, migrationFiles, migrationSql, SERVER_URL } from '../../test/support/sql-db';
 import { cubeFor, dimensionPairFor, planFor, rollupDimensionFor } from './rollups';
-import { getBreakdown, getPages, type InsightsOptions } from './service';
+import { getBreakdown, getPages, type BreakdownDimension, type InsightsOptions } from './service';
 
 const DB_NAME = `tidemark_test_pageviews_${randomBytes(6).toString('hex')}`;
 const UP_NAME = `tidemark_test_pageviews_up_${randomBytes(6).toString('hex')}`;
@@ -82,6 +83,90 @@ async function insertDay(db: pg.Pool, projectId: string): Promise<void> {
      WHERE project_id = $1 ON CONFLICT DO NOTHING`,
     [projectId],
   );
+}
+
+/**
+ * Generated projects for the upgrade test: 700 sessions 11 minutes apart from 10-28 00:11Z
+ * (to 11-02 08:20Z: New York's 25-hour day of 11-01 included; UTC days), with
+ * 0-4 screen views over four pages and two origins (titled or not, timed or not), some views
+ * before the session's start (never counted), clicks, bots, '' values.
+ */
+const GENERATED = [{ id: 'pv_gen_ny', timezone: 'America/New_York' }, { id: 'pv_gen_utc', timezone: 'UTC' }] as const;
+/** An hour the worker logged (a late session) and the refresh has not taken when 023 runs. */
+const PENDING = new Date('2026-10-30T12:00:00Z');
+/** The tables 023 adds a column to, and whether their rows are days. */
+const UPGRADED_TABLES: [string, boolean][] = [
+  ['rollup_pages_hourly', false], ['rollup_pages_daily', true], ['rollup_session_cube_hourly', false],
+  ['rollup_session_cube_daily', true], ['rollup_session_cube_pairs_daily', true], ['rollup_session_dim_pairs_daily', true],
+];
+
+async function insertMany(db: pg.Pool, projectId: string): Promise<void> {
+  await db.query(
+    `INSERT INTO sessions (id, project_id, device_id, profile_id, started_at, last_event_at, duration_ms, ended, entry_origin, entry_path,
+       exit_origin, exit_path, screen_view_count, event_count, is_bounce, is_bot, referrer_name, referrer_type, utm_source, device,
+       browser, os, country, region, city)
+     SELECT md5($1 || g)::uuid, $1, 'd' || (g % 60), 'd' || (g % 60), t, t + greatest(n - 1, 0) * interval '1 minute',
+            greatest(n - 1, 0) * 60000, true, o, '/p' || (g % 4), o, '/p' || ((g + greatest(n - 1, 0)) % 4), n, n + (g % 11 = 0)::int,
+            n <= 1, g % 13 = 0, (ARRAY['Google', '', 'Bing'])[1 + g % 3], (ARRAY['search', '', 'search'])[1 + g % 3],
+            (ARRAY['', 'news'])[1 + g % 2], (ARRAY['mobile', 'desktop', '', 'tablet'])[1 + g % 4],
+            (ARRAY['Chrome', 'Firefox', 'Safari'])[1 + g % 3], (ARRAY['Android', 'Windows', ''])[1 + g % 3],
+            (ARRAY['DE', 'FR', 'US', ''])[1 + g % 4], (ARRAY['BE', 'IDF', 'CA', ''])[1 + g % 4], (ARRAY['Berlin', 'Paris', '', 'Berlin'])[1 + g % 4]
+     FROM generate_series(1, 700) g,
+          LATERAL (SELECT '2026-10-28T00:00:00Z'::timestamptz + g * interval '11 minutes' AS t, g % 5 AS n,
+                          (ARRAY['https://g.test', 'https://h.test'])[1 + g % 2] AS o) x`,
+    [projectId],
+  );
+  await db.query(
+    `INSERT INTO events (id, project_id, name, device_id, profile_id, session_id, created_at, origin, path, title, duration_ms, is_bot,
+       referrer_name, device, browser, country, city)
+     SELECT gen_random_uuid(), s.project_id, v.name, s.device_id, s.device_id, s.id, v.at, v.origin, v.path, v.title, v.duration_ms, s.is_bot,
+            s.referrer_name, s.device, s.browser, s.country, s.city
+     FROM sessions s
+     CROSS JOIN LATERAL (
+       SELECT 'screen_view' AS name, s.started_at + k * interval '1 minute' AS at,
+              CASE WHEN k = 0 THEN s.entry_origin WHEN k % 2 = 1 THEN 'https://g.test' ELSE 'https://h.test' END AS origin,
+              CASE WHEN k = 0 THEN s.entry_path ELSE '/p' || ((get_byte(decode(md5(s.id::text), 'hex'), 0) + k) % 4) END AS path,
+              CASE WHEN k % 2 = 0 THEN 'T' || k ELSE '' END AS title,
+              CASE WHEN k < s.screen_view_count - 1 THEN 60000 END AS duration_ms
+       FROM generate_series(0, s.screen_view_count - 1) k
+       UNION ALL  -- a view stamped before its session's start: in screen_view_count, never a page's view
+       SELECT 'screen_view', s.started_at - interval '30 seconds', s.entry_origin, s.entry_path, 'Early', NULL
+       WHERE get_byte(decode(md5(s.id::text), 'hex'), 1) % 7 = 0 AND s.screen_view_count > 0
+       UNION ALL
+       SELECT 'click', s.started_at, s.entry_origin, s.entry_path, '', NULL WHERE s.event_count > s.screen_view_count
+     ) v
+     WHERE s.project_id = $1`,
+    [projectId],
+  );
+  await db.query(
+    `INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions
+     WHERE project_id = $1 ON CONFLICT DO NOTHING`,
+    [projectId],
+  );
+}
+
+/** Pages and breakdowns of the generated projects, read by every family, equal the raw path's. */
+async function checkAutoIsRaw(db: pg.Pool, projectId: string, timezone: string, label: string): Promise<void> {
+  const range = (filters: Filter[] = []) =>
+    parsePageParams(new URLSearchParams({ startDate: '2026-10-28', endDate: '2026-11-02', limit: '50', filters: JSON.stringify(filters) }));
+  const at = `${projectId} ${label}`;
+  assert.equal(planFor(resolvePeriod(range(), timezone, NOW), [], 'auto', 'pages'), 'rollup');
+  for (const filters of [[], [f('device', 'is', 'mobile')]]) {
+    const raw = await getPages(db, projectId, range(filters), NOW, RAW);
+    assert.ok(raw.reduce((n, r) => n + r.pageviews, 0) > 50, `pages ${at}`);
+    assert.deepEqual(await getPages(db, projectId, range(filters), NOW, AUTO), raw, `pages ${JSON.stringify(filters)} ${at}`);
+  }
+  const breakdowns: [BreakdownDimension, Filter[]][] = [
+    ['browser', []], ['city', []], ['browser', [f('browser', 'is', 'Firefox')]],
+    ['referrer_name', [f('device', 'is', 'mobile')]], ['browser', [f('device', 'isNot', 'tablet'), f('country', 'isNot', 'US')]],
+    ['city', [f('device', 'is', 'desktop')]], ['device', [f('city', 'is', 'Berlin')]], ['region', [f('country', 'is', '')]],
+  ];
+  for (const [dimension, filters] of breakdowns) {
+    const raw = await getBreakdown(db, projectId, dimension, range(filters), NOW, RAW);
+    assert.ok(raw.reduce((n, r) => n + r.pageviews, 0) > 10, `${dimension} ${JSON.stringify(filters)} ${at}`);
+    assert.deepEqual(await getBreakdown(db, projectId, dimension, range(filters), NOW, AUTO), raw,
+      `${dimension} ${JSON.stringify(filters)} ${at}`);
+  }
 }
 
 async function refreshAll(db: pg.Pool): Promise<void> {
@@ -167,7 +252,7 @@ describe('pageviews on page and breakdown rows', () => {
     assert.deepEqual(rows[0], { pages_hourly: 3, pages_daily: 3, cube_hourly: 4, cube_daily: 4, cube_pairs: 4, dim_pairs: 4 });
   });
 
-  it('a database upgraded from 022: its rollup rows had no count; 023 logs their hours, so answers are exact before and after the refresh', async () => {
+  it('a database upgraded from 022: 023 fills the new columns of the existing rows in place, logs nothing, and they equal a fresh refresh', async () => {
     const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
     await admin.connect();
     await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(UP_NAME)}`);
@@ -183,22 +268,89 @@ describe('pageviews on page and breakdown rows', () => {
       await up.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
       await insertDay(up, p.id);
     }
+    for (const p of GENERATED) {
+      await up.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
+      await insertMany(up, p.id);
+    }
     await refreshAll(up);
     assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_session_cube_days')).rows[0].n > 0, 'the old layers were built');
-    for (const file of files.slice(at)) await up.query(migrationSql(file));
-    const { rows } = await up.query(
-      `SELECT (SELECT count(DISTINCT (project_id, bucket)) FROM rollup_invalidations)::int AS logged,
-              (SELECT count(DISTINCT (project_id, date_trunc('hour', started_at, 'UTC'))) FROM sessions)::int AS hours`,
+    assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_session_dim_pairs_days')).rows[0].n > 0, 'the old layers were built');
+    // A change the worker logged (two shards) that the refresh has not taken yet.
+    await up.query(
+      `INSERT INTO sessions (id, project_id, device_id, profile_id, started_at, last_event_at, entry_origin, entry_path, screen_view_count,
+         event_count, is_bounce, device, browser, country, city)
+       VALUES ('00000000-0000-7000-8000-0000000000ff', 'pv_gen_ny', 'late', 'late', $1, $1, 'https://g.test', '/p1', 2, 2, false,
+         'mobile', 'Chrome', 'DE', 'Berlin')`,
+      [PENDING.toISOString()],
     );
-    assert.equal(rows[0].logged, rows[0].hours, 'every hour with sessions is logged');
-    for (const p of PROJECTS) await checkAll(up, p.id, AUTO, 'upgraded, logged');
-    await refreshAll(up);
-    for (const p of PROJECTS) await checkAll(up, p.id, AUTO, 'upgraded, refreshed');
+    for (const sec of [0, 30]) {
+      await up.query(
+        `INSERT INTO events (id, project_id, name, device_id, profile_id, session_id, created_at, origin, path, device, browser, country, city)
+         VALUES (gen_random_uuid(), 'pv_gen_ny', 'screen_view', 'late', 'late', '00000000-0000-7000-8000-0000000000ff',
+           $1::timestamptz + $2 * interval '1 second', 'https://g.test', '/p1', 'mobile', 'Chrome', 'DE', 'Berlin')`,
+        [PENDING.toISOString(), sec],
+      );
+    }
+    await logHour(up, 'pv_gen_ny', PENDING);
+    await logHour(up, 'pv_gen_ny', PENDING, 1);
+    const log = async () => (await up!.query('SELECT project_id, bucket, shard, version FROM rollup_invalidations ORDER BY 1, 2, 3')).rows;
+    const logBefore = await log();
+    assert.equal(logBefore.length, 2);
+
+    for (const file of files.slice(at)) await up.query(migrationSql(file));
+
+    // (1) 023 logs nothing: the pending hour is still logged, by both shards, same versions.
+    assert.deepEqual(await log(), logBefore, 'rollup_invalidations as before 023');
+    // the old rows hold their counts now
     const { rows: filled } = await up.query(
-      `SELECT (SELECT sum(views) FROM rollup_pages_daily WHERE project_id = 'pv_utc')::int AS pages,
-              (SELECT sum(screen_views) FROM rollup_session_cube_daily WHERE project_id = 'pv_utc')::int AS cube,
+      `SELECT (SELECT sum(views) FROM rollup_pages_hourly WHERE project_id = 'pv_utc')::int AS pages_hourly,
+              (SELECT sum(views) FROM rollup_pages_daily WHERE project_id = 'pv_utc')::int AS pages_daily,
+              (SELECT sum(screen_views) FROM rollup_session_cube_hourly WHERE project_id = 'pv_utc')::int AS cube_hourly,
+              (SELECT sum(screen_views) FROM rollup_session_cube_daily WHERE project_id = 'pv_utc')::int AS cube_daily,
+              (SELECT sum(screen_views) FROM rollup_session_cube_pairs_daily WHERE project_id = 'pv_utc' AND pair = 'referrer_name,device')::int AS cube_pairs,
               (SELECT sum(screen_views) FROM rollup_session_dim_pairs_daily WHERE project_id = 'pv_utc' AND pair = 'city,device')::int AS dim_pairs`,
     );
-    assert.deepEqual(filled[0], { pages: 4, cube: 4, dim_pairs: 4 });
+    assert.deepEqual(filled[0], { pages_hourly: 4, pages_daily: 4, cube_hourly: 4, cube_daily: 4, cube_pairs: 4, dim_pairs: 4 });
+
+    // (3) read from the rollups (no refresh since 023): the hand-worked answers, and the raw
+    // path's on the generated projects.
+    for (const p of PROJECTS) await checkAll(up, p.id, AUTO, 'upgraded, not refreshed');
+    for (const p of GENERATED) await checkAutoIsRaw(up, p.id, p.timezone, 'upgraded, not refreshed');
+
+    // (2) every row (every column) as a fresh refresh of every hour writes it: all but the
+    // rows of the hour logged before 023 and of the days holding it, which are behind their
+    // sessions by design (the refresh recomputes them; reads take them raw until then).
+    const snapshot = async () => {
+      const out: Record<string, string[]> = {};
+      for (const [table, daily] of UPGRADED_TABLES) {
+        const keep = daily ? `NOT (t.bucket > $1::timestamptz - interval '1 day' AND t.bucket <= $1::timestamptz)` : 't.bucket <> $1::timestamptz';
+        const { rows } = await up!.query(
+          `SELECT coalesce(array_agg(t::text ORDER BY t::text), '{}') AS rows FROM ${table} t WHERE t.project_id <> 'pv_gen_ny' OR ${keep}`,
+          [PENDING.toISOString()],
+        );
+        out[table] = rows[0].rows;
+      }
+      return out;
+    };
+    const migrated = await snapshot();
+    for (const [table] of UPGRADED_TABLES) assert.ok(migrated[table]!.length > 20, `${table}: ${migrated[table]!.length} rows`);
+    const column = (table: string) => (table.startsWith('rollup_pages') ? 'views' : 'screen_views');
+    for (const [table] of UPGRADED_TABLES) {
+      const { rows } = await up.query(`SELECT count(*) FILTER (WHERE ${column(table)} > 0)::int AS counted, count(*) FILTER (WHERE ${column(table)} = 0)::int AS zero FROM ${table}`);
+      // a pages row exists only for a viewed page; session rows without a view keep 0
+      const zero = table.startsWith('rollup_pages') ? rows[0].zero === 0 : rows[0].zero > 0;
+      assert.ok(rows[0].counted > 0 && zero, `${table}: rows with and without views ${JSON.stringify(rows[0])}`);
+    }
+    await up.query(
+      `INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions
+       ON CONFLICT DO NOTHING`,
+    );
+    await refreshAll(up);
+    assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n, 0);
+    const refreshed = await snapshot();
+    for (const [table] of UPGRADED_TABLES) assert.deepEqual(migrated[table], refreshed[table], `${table}: 023's rows are the refresh's`);
+
+    for (const p of PROJECTS) await checkAll(up, p.id, AUTO, 'upgraded, refreshed');
+    for (const p of GENERATED) await checkAutoIsRaw(up, p.id, p.timezone, 'upgraded, refreshed');
   });
 });
