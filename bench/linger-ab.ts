@@ -11,6 +11,7 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { TestEnv, spawnApp, sleep } from '../test/support/harness';
+import { stopChild } from '../test/support/private-services';
 import { countStored, cpuDelta, cpuNow, rawRequests } from './e2e';
 import { openLoop, percentile, sequential } from './openloop';
 import { machineInfo, writeSection } from './run';
@@ -84,11 +85,7 @@ async function one(round: number, linger: number): Promise<Row> {
     log(JSON.stringify(row));
     return row;
   } finally {
-    await new Promise<void>((resolve) => {
-      if (app.child.exitCode !== null) return resolve();
-      app.child.once('exit', () => resolve());
-      app.child.kill('SIGTERM');
-    });
+    await stopChild(app.child, 'SIGTERM');
     await env.teardown();
   }
 }
