@@ -24,6 +24,7 @@ import { pgSaltStore } from '../store/maintenance';
 import { ShardManager } from '../worker/shard-manager';
 import { ShardRunner } from '../worker/shard-runner';
 import { Semaphore } from '../worker/semaphore';
+import { ClientLimiter, ReadCost, Slots } from '../query/admission';
 import { opsRoutes, type Probe } from './ops-routes';
 import { readRoutes } from './read-routes';
 import { exportRoutes } from '../export/routes';
@@ -227,7 +228,8 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
       },
       onRateLimited: (scope) => metrics.rateLimited.inc({ scope }),
     })) router.add(r);
-    const readDeps = { db, redis, keys, auth, gate: gate!, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX };
+    const admission = { clients: new ClientLimiter(cfg.READ_CONCURRENCY_PER_CLIENT, cfg.READ_QUEUE_PER_CLIENT), statements: new Slots(cfg.READ_CONCURRENCY), heavyAfterMs: cfg.READ_HEAVY_AFTER_MS, cost: new ReadCost() };
+    const readDeps = { db, redis, keys, auth, gate: gate!, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX, admission };
     for (const r of readRoutes(readDeps)) router.add(r);
     live = livePush({ redis, redisUrl: cfg.REDIS_URL, keys, auth, gate, log, metrics, maxSockets: cfg.LIVE_MAX_SOCKETS });
     socketRoutes.push(live.route);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type pg from 'pg';
-import { AbortedWaitError, admittedSource, ClientLimiter, ClientQueueFullError, isTransactionControl, Slots } from './admission';
+import { AbortedWaitError, admittedSource, ClientLimiter, ClientQueueFullError, isTransactionControl, ReadCost, Slots } from './admission';
 
 const tick = () => new Promise((r) => setImmediate(r));
 
@@ -158,4 +158,22 @@ test('admittedSource: a light request starts at once; past heavyAfterMs it takes
   held();
   await heavy;
   assert.equal(slots.running, 0);
+});
+
+test('ReadCost: the PostgreSQL time halves every half-life; decayed clients are forgotten', () => {
+  let now = 0;
+  const cost = new ReadCost(10_000, () => now);
+  cost.add('a', 800);
+  cost.add('a', 400);
+  assert.equal(cost.get('a'), 1200);
+  now = 10_000;
+  assert.equal(cost.get('a'), 600);
+  cost.add('a', 100);
+  now = 20_000;
+  assert.equal(cost.get('a'), 350);
+  assert.equal(cost.get('b'), 0);
+  for (let i = 0; i < 1001; i++) cost.add(`c${i}`, 1);
+  now = 200_000;
+  cost.add('z', 1); // the 1002nd: a sweep of what decayed
+  assert.ok(cost.size < 10, `${cost.size} entries kept`);
 });

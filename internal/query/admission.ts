@@ -4,9 +4,9 @@
 // - per client (READ_CONCURRENCY_PER_CLIENT): a client's reads beyond the limit wait in its
 //   own bounded queue (READ_QUEUE_PER_CLIENT); one more is a 429 with Retry-After;
 // - per process (READ_CONCURRENCY): heavy read statements running in PostgreSQL at once.
-//   A request is heavy once its statements have used READ_HEAVY_AFTER_MS of PostgreSQL time
-//   (a dashboard's reads take a few ms each, and never queue behind a slow one); from then
-//   on each of its statements waits for a slot. The wait ends when the request's budget
+//   A client is heavy once its reads have used READ_HEAVY_AFTER_MS of PostgreSQL time
+//   recently (ReadCost: halves every 10 s; a dashboard's reads take a few ms each and never
+//   queue behind a slow one); from then on each of its statements waits for a slot. The wait ends when the request's budget
 //   does (the usual budget 503) or its client leaves (dropped from the queue, never run).
 // Transaction control (BEGIN, SET, COMMIT, ROLLBACK) takes no slot: it costs PostgreSQL
 // nothing, and a ROLLBACK must never wait behind the reads it would end.
@@ -159,6 +159,57 @@ export class ClientLimiter {
   }
 }
 
+/** Half-life of a client's recent PostgreSQL time (ReadCost). */
+export const COST_HALF_LIFE_MS = 10_000;
+
+/**
+ * PostgreSQL time each client's reads used recently: a sum that halves every `halfLifeMs`.
+ * A client that ran a second of regex a minute ago counts as light again; one that keeps
+ * sending slow reads stays heavy. Entries that decayed to nothing are dropped.
+ */
+export class ReadCost {
+  private readonly clients = new Map<string, { ms: number; at: number }>();
+  private swept = 0;
+
+  constructor(private readonly halfLifeMs = COST_HALF_LIFE_MS, private readonly now: () => number = Date.now) {}
+
+  get size(): number {
+    return this.clients.size;
+  }
+
+  get(clientId: string): number {
+    const e = this.clients.get(clientId);
+    if (!e) return 0;
+    return e.ms * 0.5 ** ((this.now() - e.at) / this.halfLifeMs);
+  }
+
+  add(clientId: string, ms: number): void {
+    const t = this.now();
+    this.clients.set(clientId, { ms: this.get(clientId) + ms, at: t });
+    if (this.clients.size > 1000 && t - this.swept >= this.halfLifeMs) {
+      this.swept = t;
+      for (const [id, e] of this.clients) if (e.ms * 0.5 ** ((t - e.at) / this.halfLifeMs) < 1) this.clients.delete(id);
+    }
+  }
+}
+
+/** What a request's statements are charged to: its client's recent PostgreSQL time. */
+export interface CostAccount {
+  /** PostgreSQL ms used recently (decayed), this request's finished statements included. */
+  used(): number;
+  add(ms: number): void;
+}
+
+export function clientAccount(cost: ReadCost, clientId: string): CostAccount {
+  return { used: () => cost.get(clientId), add: (ms) => cost.add(clientId, ms) };
+}
+
+/** A request's own time only (tests; a source with no client). */
+export function requestAccount(): CostAccount {
+  let ms = 0;
+  return { used: () => ms, add: (n) => void (ms += n) };
+}
+
 /** Statements that only steer the transaction: no slot. */
 const TRANSACTION_CONTROL = /^\s*(BEGIN|START TRANSACTION|COMMIT|END|ROLLBACK|SET\s|RESET\s|SELECT set_config\()/i;
 
@@ -177,13 +228,12 @@ function isCursor(x: unknown): x is CursorLike {
 
 /**
  * Connections from `pool` whose statements are admitted by `slots`: plain queries (text or
- * config) and every read of a pg-cursor (where the rows are computed). One source per
- * request: it keeps the request's PostgreSQL time.
- * - While the request has used less than `heavyAfterMs` of statement time, its statements
- *   start at once (a dashboard's cheap reads never queue behind a slow one); a statement
- *   that runs past that point takes a slot then, even over the limit, so that it delays the
- *   heavy statements that wait.
- * - After that the request is heavy: each statement waits for a slot. `signal()` is read at
+ * config) and every read of a pg-cursor (where the rows are computed). Statement time is
+ * charged to `account` (the request's client).
+ * - While the account has used less than `heavyAfterMs` recently, a statement starts at
+ *   once (a dashboard's cheap reads never queue behind a slow one); one that runs past that
+ *   point takes a slot then, even over the limit, so the heavy statements waiting wait longer.
+ * - After that the client is heavy: each statement waits for a slot. `signal()` is read at
  *   each wait: when it aborts, the wait ends with `onAbort()` and the statement is never sent.
  * heavyAfterMs 0: every statement waits for a slot.
  */
@@ -193,17 +243,18 @@ export function admittedSource(
   signal: () => AbortSignal | undefined,
   onAbort: () => unknown,
   heavyAfterMs = 0,
+  account: CostAccount = requestAccount(),
 ): ConnectionSource {
-  let usedMs = 0;
   const gate = async <T>(run: () => Promise<T>): Promise<T> => {
-    let release: Release | null = usedMs >= heavyAfterMs ? await slots.acquire(signal(), onAbort) : null;
+    const used = account.used();
+    let release: Release | null = used >= heavyAfterMs ? await slots.acquire(signal(), onAbort) : null;
     const started = performance.now();
-    const timer = release ? null : setTimeout(() => (release = slots.forceAcquire()), heavyAfterMs - usedMs);
+    const timer = release ? null : setTimeout(() => (release = slots.forceAcquire()), heavyAfterMs - used);
     try {
       return await run();
     } finally {
       if (timer) clearTimeout(timer);
-      usedMs += performance.now() - started;
+      account.add(performance.now() - started);
       (release as Release | null)?.();
     }
   };
