@@ -177,3 +177,17 @@ test('ReadCost: the PostgreSQL time halves every half-life; decayed clients are 
   cost.add('z', 1); // the 1002nd: a sweep of what decayed
   assert.ok(cost.size < 10, `${cost.size} entries kept`);
 });
+
+test('Slots: waiters with a lower priority go first, arrival order among equals', async () => {
+  const s = new Slots(1);
+  const held = await s.acquire();
+  const order: string[] = [];
+  const w = (name: string, priority: number) => s.acquire(undefined, undefined, priority).then((r) => {
+    order.push(name);
+    r();
+  });
+  const all = [w('slow-3rd', 2400), w('slow-2nd', 1200), w('cheap-a', 0), w('cheap-b', 0), w('mid', 30)];
+  held();
+  await Promise.all(all);
+  assert.deepEqual(order, ['cheap-a', 'cheap-b', 'mid', 'slow-2nd', 'slow-3rd']);
+});

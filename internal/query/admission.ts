@@ -1,12 +1,13 @@
 // Admission control for expensive reads (issue 19): insights and export queries share two
 // cores with ingest, PostgreSQL, NATS and Redis, so how many of them run at once is bounded
-// twice, both in arrival order:
+// twice:
 // - per client (READ_CONCURRENCY_PER_CLIENT): a client's reads beyond the limit wait in its
 //   own bounded queue (READ_QUEUE_PER_CLIENT); one more is a 429 with Retry-After;
 // - per process (READ_CONCURRENCY): heavy read statements running in PostgreSQL at once.
 //   A client is heavy once its reads have used READ_HEAVY_AFTER_MS of PostgreSQL time
 //   recently (ReadCost: halves every 10 s; a dashboard's reads take a few ms each and never
-//   queue behind a slow one); from then on each of its statements waits for a slot. The wait ends when the request's budget
+//   queue behind a slow one); from then on each of its statements waits for a slot, the
+//   statements of requests that used least PostgreSQL time so far first. The wait ends when the request's budget
 //   does (the usual budget 503) or its client leaves (dropped from the queue, never run).
 // Transaction control (BEGIN, SET, COMMIT, ROLLBACK) takes no slot: it costs PostgreSQL
 // nothing, and a ROLLBACK must never wait behind the reads it would end.
@@ -18,6 +19,7 @@ import type { ConnectionSource } from './db';
 export type Release = () => void;
 
 interface Waiter {
+  priority: number;
   grant: (release: Release) => void;
   fail: (err: unknown) => void;
   cleanup: () => void;
@@ -54,15 +56,17 @@ export class Slots {
   }
 
   /**
-   * A slot, waiting for it in arrival order. `signal` aborting drops the waiter from the
-   * queue: the promise rejects with `onAbort()` (default AbortedWaitError).
+   * A slot, waiting for it: lower `priority` first, arrival order among equals. `signal`
+   * aborting drops the waiter from the queue: the promise rejects with `onAbort()` (default
+   * AbortedWaitError).
    */
-  acquire(signal?: AbortSignal, onAbort: () => unknown = () => new AbortedWaitError()): Promise<Release> {
+  acquire(signal?: AbortSignal, onAbort: () => unknown = () => new AbortedWaitError(), priority = 0): Promise<Release> {
     if (signal?.aborted) return Promise.reject(onAbort());
     const now = this.tryAcquire();
     if (now) return Promise.resolve(now);
     return new Promise<Release>((resolve, reject) => {
       const waiter: Waiter = {
+        priority,
         grant: (release) => {
           waiter.cleanup();
           resolve(release);
@@ -79,7 +83,9 @@ export class Slots {
         waiter.fail(onAbort());
       };
       signal?.addEventListener('abort', abort, { once: true });
-      this.queue.push(waiter);
+      let at = this.queue.length;
+      while (at > 0 && this.queue[at - 1]!.priority > priority) at--;
+      this.queue.splice(at, 0, waiter);
     });
   }
 
@@ -245,16 +251,21 @@ export function admittedSource(
   heavyAfterMs = 0,
   account: CostAccount = requestAccount(),
 ): ConnectionSource {
+  let requestMs = 0;
   const gate = async <T>(run: () => Promise<T>): Promise<T> => {
     const used = account.used();
-    let release: Release | null = used >= heavyAfterMs ? await slots.acquire(signal(), onAbort) : null;
+    // Among waiters, the request that used least goes first: a dashboard's cheap read of a
+    // heavy client waits for a running statement, not behind the queued rest of a slow chart.
+    let release: Release | null = used >= heavyAfterMs ? await slots.acquire(signal(), onAbort, requestMs) : null;
     const started = performance.now();
     const timer = release ? null : setTimeout(() => (release = slots.forceAcquire()), heavyAfterMs - used);
     try {
       return await run();
     } finally {
       if (timer) clearTimeout(timer);
-      account.add(performance.now() - started);
+      const ms = performance.now() - started;
+      requestMs += ms;
+      account.add(ms);
       (release as Release | null)?.();
     }
   };
