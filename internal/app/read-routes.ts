@@ -8,9 +8,10 @@ import { getBreakdown, getMetrics, getPages, isBreakdownDimension } from '../ins
 import { liveVisitors } from '../live/live';
 import type { Logger } from '../obs/log';
 import type { Metrics } from '../obs/metrics';
+import { admittedSource, clientAccount, ClientQueueFullError, type ClientLimiter, type ReadCost, type Release, type Slots } from '../query/admission';
 import { RequestBudget } from '../query/budget';
 import type { ConnectionSource } from '../query/db';
-import { readError } from '../query/errors';
+import { ClientGoneError, readError } from '../query/errors';
 import { parsePageParams, parsePeriodParams } from '../query/params';
 import { rateHeaders, type Gate, type GateResult, type RateState } from '../ratelimit/gate';
 import type { Redis, RedisKeys } from '../redis/redis';
@@ -31,6 +32,21 @@ export interface ReadDeps {
   queryTimeoutMs: number;
   /** TIDEMARK_EXACT_VISITORS_MAX (insights unique visitors; default from the environment). */
   exactVisitorsMax?: number;
+  /**
+   * Admission control of expensive reads (internal/query/admission.ts): per-client reads in
+   * flight (READ_CONCURRENCY_PER_CLIENT, READ_QUEUE_PER_CLIENT) and read statements running
+   * in PostgreSQL at once (READ_CONCURRENCY). Absent: no limit.
+   */
+  admission?: ReadAdmission;
+}
+
+export interface ReadAdmission {
+  clients: ClientLimiter;
+  statements: Slots;
+  /** READ_HEAVY_AFTER_MS: a client's recent PostgreSQL time before its statements wait for a slot. */
+  heavyAfterMs: number;
+  /** Each client's recent PostgreSQL time. */
+  cost: ReadCost;
 }
 
 export interface ReadContext {
@@ -49,6 +65,11 @@ export interface ReadContext {
 export interface GuardOptions {
   /** Count the path project's live visitors in the rate-limit call (/live: one Redis round trip). */
   live?: boolean;
+  /**
+   * Whether the route's queries go through read admission (default true). Off for the cheap
+   * ones that only look up what auth already cached or Redis (/live, /projects).
+   */
+  admit?: boolean;
 }
 
 /**
@@ -97,8 +118,19 @@ function guard(deps: ReadDeps, handler: (req: HttpRequest, ctx: ReadContext) => 
       throw e;
     }
     const budget = new RequestBudget(deps.queryTimeoutMs, req.signal);
+    const admission = options.admit === false ? undefined : deps.admission;
+    let leave: Release | null = null;
     try {
-      const body = await handler(req, { client, projectId, rate, live, db: budget.source(deps.db) });
+      let db: ConnectionSource = deps.db;
+      if (admission) {
+        // Waits end with the budget (its 503) or when the client leaves (never run).
+        const gone = () => (budget.ended ? budget.errorFor(budget.ended) : new ClientGoneError());
+        leave = await enterClient(deps, admission, client.id, budget.endSignal, gone);
+        // After the answer is decided (a streamed export reads on), only the client leaving ends a wait.
+        const signal = req.signal ? AbortSignal.any([budget.endSignal, req.signal]) : budget.endSignal;
+        db = admittedSource(deps.db, admission.statements, () => signal, gone, admission.heavyAfterMs, clientAccount(admission.cost, client.id));
+      }
+      const body = await handler(req, { client, projectId, rate, live, db: budget.source(db) });
       return { status: 200, headers: rateHeaders(rate), body };
     } catch (caught) {
       const err = readError(caught);
@@ -106,8 +138,25 @@ function guard(deps: ReadDeps, handler: (req: HttpRequest, ctx: ReadContext) => 
       throw err;
     } finally {
       budget.close();
+      leave?.();
     }
   };
+}
+
+/** The per-client seat of a read: at once, after a wait in the client's queue, or a 429. */
+async function enterClient(deps: ReadDeps, admission: ReadAdmission, clientId: string, signal: AbortSignal, gone: () => Error): Promise<Release> {
+  try {
+    return await admission.clients.enter(clientId, signal, gone);
+  } catch (err) {
+    if (!(err instanceof ClientQueueFullError)) throw err;
+    deps.metrics.rateLimited.inc({ scope: 'read_concurrency' });
+    const e = new TooManyRequestsError(
+      `concurrent read limit exceeded: this client has ${err.limit} reads running and ${err.queued} waiting `
+      + `(READ_CONCURRENCY_PER_CLIENT=${err.limit}, READ_QUEUE_PER_CLIENT=${admission.clients.queuePerClient}); wait for an answer before sending more`,
+    );
+    e.headers = { 'Retry-After': '1' };
+    throw e;
+  }
 }
 
 export function readRoutes(deps: ReadDeps): Route[] {
@@ -124,11 +173,11 @@ export function readRoutes(deps: ReadDeps): Route[] {
       handler: readGuard(deps, async (_req, ctx) => {
         const rows = ctx.client.mode === 'root' ? await listProjects(deps.db) : [await deps.auth.project(ctx.client.projectId)];
         return rows.filter((p) => p !== null).map((p) => ({ id: p.id, name: p.name, timezone: p.timezone }));
-      }, () => undefined),
+      }, () => undefined, { admit: false }),
     },
     insights('/insights/:projectId/metrics', (req, ctx) => getMetrics(ctx.db, ctx.projectId, parsePeriodParams(req.query), new Date(), opts)),
     // Counted by the guard's rate-limit call; asked again only if that call could not be made.
-    insights('/insights/:projectId/live', async (_req, ctx) => ({ visitors: ctx.live ?? (await liveVisitors(deps.redis, deps.keys, ctx.projectId)) }), { live: true }),
+    insights('/insights/:projectId/live', async (_req, ctx) => ({ visitors: ctx.live ?? (await liveVisitors(deps.redis, deps.keys, ctx.projectId)) }), { live: true, admit: false }),
     insights('/insights/:projectId/pages', (req, ctx) => getPages(ctx.db, ctx.projectId, parsePageParams(req.query), new Date(), opts)),
     insights('/insights/:projectId/:dimension', (req, ctx) => {
       const dimension = req.params.dimension ?? '';

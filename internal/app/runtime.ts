@@ -24,6 +24,7 @@ import { pgSaltStore } from '../store/maintenance';
 import { ShardManager } from '../worker/shard-manager';
 import { ShardRunner } from '../worker/shard-runner';
 import { Semaphore } from '../worker/semaphore';
+import { ClientLimiter, ReadCost, Slots } from '../query/admission';
 import { opsRoutes, type Probe } from './ops-routes';
 import { readRoutes } from './read-routes';
 import { exportRoutes } from '../export/routes';
@@ -144,11 +145,16 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
       },
     },
   ];
+  let readSlots: Slots | null = null;
   const sampleGauges = async () => {
     metrics.pgPool.set({ state: 'total' }, db.totalCount);
     metrics.pgPool.set({ state: 'idle' }, db.idleCount);
     metrics.pgPool.set({ state: 'waiting' }, db.waitingCount);
     metrics.redisUp.set(redis.status === 'ready' ? 1 : 0);
+    if (readSlots) {
+      metrics.readAdmission.set({ state: 'running' }, readSlots.running);
+      metrics.readAdmission.set({ state: 'waiting' }, readSlots.waiting);
+    }
     for (const shard of shardManager?.ownedShards ?? []) {
       metrics.consumerLag.set({ shard: String(shard) }, await bus.shardLag(shard).catch(() => 0));
     }
@@ -227,7 +233,9 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
       },
       onRateLimited: (scope) => metrics.rateLimited.inc({ scope }),
     })) router.add(r);
-    const readDeps = { db, redis, keys, auth, gate: gate!, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX };
+    readSlots = new Slots(cfg.READ_CONCURRENCY);
+    const admission = { clients: new ClientLimiter(cfg.READ_CONCURRENCY_PER_CLIENT, cfg.READ_QUEUE_PER_CLIENT), statements: readSlots, heavyAfterMs: cfg.READ_HEAVY_AFTER_MS, cost: new ReadCost() };
+    const readDeps = { db, redis, keys, auth, gate: gate!, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX, admission };
     for (const r of readRoutes(readDeps)) router.add(r);
     live = livePush({ redis, redisUrl: cfg.REDIS_URL, keys, auth, gate, log, metrics, maxSockets: cfg.LIVE_MAX_SOCKETS });
     socketRoutes.push(live.route);

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadConfig } from './config';
+import { defaultReadConcurrency, loadConfig } from './config';
 
 test('defaults match semantics.md "Running it"', () => {
   const c = loadConfig({});
@@ -53,4 +53,19 @@ test('WORKER_COMMITS_MAX: 2 by default, at least 1; WORKER_EVENTS_COPY: true unl
   assert.equal(loadConfig({ WORKER_EVENTS_COPY: 'false' }).WORKER_EVENTS_COPY, false);
   assert.equal(loadConfig({ WORKER_EVENTS_COPY: '0' }).WORKER_EVENTS_COPY, false);
   assert.throws(() => loadConfig({ WORKER_EVENTS_COPY: 'no' }), /WORKER_EVENTS_COPY/);
+});
+
+test('read admission: READ_CONCURRENCY the cores less one (at least 1); per client 2 running, 16 waiting; heavy after 1000 ms', () => {
+  assert.equal(defaultReadConcurrency(1), 1);
+  assert.equal(defaultReadConcurrency(2), 1);
+  assert.equal(defaultReadConcurrency(8), 7);
+  const c = loadConfig({});
+  assert.equal(c.READ_CONCURRENCY, defaultReadConcurrency());
+  assert.equal(c.READ_CONCURRENCY_PER_CLIENT, 2);
+  assert.equal(c.READ_QUEUE_PER_CLIENT, 16);
+  assert.equal(c.READ_HEAVY_AFTER_MS, 1000);
+  assert.equal(loadConfig({ READ_QUEUE_PER_CLIENT: '0', READ_HEAVY_AFTER_MS: '0' }).READ_QUEUE_PER_CLIENT, 0);
+  for (const [k, bad] of [['READ_CONCURRENCY', '0'], ['READ_CONCURRENCY_PER_CLIENT', '0'], ['READ_QUEUE_PER_CLIENT', '-1'], ['READ_HEAVY_AFTER_MS', 'x']] as const) {
+    assert.throws(() => loadConfig({ [k]: bad }), new RegExp(k));
+  }
 });

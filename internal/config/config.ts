@@ -1,4 +1,5 @@
 // Configuration is read once from the environment (zod-validated) by cmd/* and passed down.
+import os from 'node:os';
 import { z } from 'zod';
 import { IP_HEADERS, type IpHeader } from '../ingest/client-ip';
 
@@ -65,6 +66,27 @@ const EnvSchema = z.object({
   WORKER_EVENTS_COPY: z.enum(['true', 'false', '1', '0']).default('true').transform((v) => v === 'true' || v === '1'),
   QUERY_TIMEOUT_MS: intFrom(5000, 100),
   /**
+   * Read admission (docs/operating.md, "Read admission"). Heavy insights and export
+   * statements running in PostgreSQL at once, per API thread; more wait in arrival order
+   * (until their QUERY_TIMEOUT_MS budget ends: 503) so reads never take every core from ingest.
+   * Default: the cores less one, at least 1.
+   */
+  READ_CONCURRENCY: intFrom(defaultReadConcurrency(), 1),
+  /**
+   * PostgreSQL time (ms) a client's reads may use recently (a sum that halves every 10 s)
+   * before the client counts as heavy: from then on each of its read statements waits for
+   * one of the READ_CONCURRENCY slots (a statement running past it takes one at once).
+   * 0: every read statement waits for a slot.
+   */
+  READ_HEAVY_AFTER_MS: intFrom(1000, 0),
+  /** Insights and export reads one client has running at once (per API thread). */
+  READ_CONCURRENCY_PER_CLIENT: intFrom(2, 1),
+  /**
+   * Reads of one client that wait for one of its READ_CONCURRENCY_PER_CLIENT seats (a
+   * dashboard sends ~8 at once); one more is a 429 with Retry-After. 0: no waiting.
+   */
+  READ_QUEUE_PER_CLIENT: intFrom(16, 0),
+  /**
    * Insights metrics count unique visitors exactly when the period has at most this many
    * sessions, else (when the hll extension is installed) from HyperLogLog sketches (~0.8%
    * standard error). 0 = always sketches where possible.
@@ -120,6 +142,11 @@ const EnvSchema = z.object({
 });
 
 export type Config = z.infer<typeof EnvSchema>;
+
+/** READ_CONCURRENCY's default: leave a core to ingest, NATS and Redis. */
+export function defaultReadConcurrency(cores = os.availableParallelism()): number {
+  return Math.max(1, cores - 1);
+}
 
 /** nats://host:port, tls://host:port or a bare host[:port], as the Node NATS client takes them. */
 function isServerUrl(s: string): boolean {

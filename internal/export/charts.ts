@@ -85,6 +85,7 @@ import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } 
 import { chartPropertyRollup, propertyRollupGroupedSql, type PropertyRollupPlan } from './property-rollups';
 import { exactVisitorsMaxFrom } from '../config/config';
 import { checkChartShape, minMax, ResponseBudget, textBytes } from './budget';
+import { Slicer } from '../http/json';
 
 export const MAX_BUCKETS = 3000;
 
@@ -513,6 +514,10 @@ export async function getChart(
     return mapRegexErrors(async () => {
       const series: ChartSeries[] = [];
       const usedIds = new Set<string>();
+      // One ISO string per bucket for every series; the points are built in slices that give
+      // way to the event loop (a minute chart by 100 values is 144,000 of them).
+      const dates = current.buckets.map((d) => d.toISOString());
+      const slicer = new Slicer(undefined, 1);
       for (const [index, item] of params.series.entries()) {
         const base = { projectId, item, filters: [...item.filters, ...params.filters], limit: params.limit, path: options.path ?? 'auto', exactMax, budget };
         const cur = await querySeries(db, { ...base, window: current, breakdowns: params.breakdowns, combos: null });
@@ -526,7 +531,8 @@ export async function getChart(
             })
           : null;
         const definitionId = item.id ?? ALPHA[index] ?? `series-${index}`;
-        cur.combos.forEach((combo, ci) => {
+        for (const [ci, combo] of cur.combos.entries()) {
+          await slicer.pause();
           const names = [item.name, ...combo];
           const values = cur.points[ci]!;
           budget.addSeries(values.length, textBytes(combo), prev !== null);
@@ -554,14 +560,14 @@ export async function getChart(
             names,
             event: { id: definitionId, name: item.name, ...(breakdowns ? { breakdowns } : {}) },
             metrics,
-            data: current.buckets.map((d, i) => {
-              const point: { date: string; count: number; previous?: PreviousValue } = { date: d.toISOString(), count: values[i]! };
+            data: current.buckets.map((_, i) => {
+              const point: { date: string; count: number; previous?: PreviousValue } = { date: dates[i]!, count: values[i]! };
               const pv = prevValues && i < prevValues.length ? previousMetric(values[i]!, prevValues[i]) : undefined;
               if (pv) point.previous = pv;
               return point;
             }),
           });
-        });
+        }
       }
       return { series, metrics: seriesMetrics(series.flatMap((s) => s.data.map((d) => d.count))) };
     });

@@ -9,6 +9,7 @@ import { errorResponse } from './respond';
 import { BadRequestError, HttpError, PayloadTooLargeError, ServiceUnavailableError } from './errors';
 import type { HttpRequest, HttpResponse, RouteFamily, SocketRoute } from './types';
 import { attachSocketRoute, OpenSockets } from './websocket';
+import { stringifySliced } from './json';
 
 export interface ServerOptions {
   router: Router;
@@ -347,6 +348,19 @@ class Exchange {
     if (r.stream) {
       void this.sendStream(r as HttpResponse & { stream: NonNullable<HttpResponse['stream']> });
       return;
+    }
+    if (this.family === 'read' && r.body !== undefined && !r.raw) {
+      // A big answer (a chart of 100,000s of points) is serialized in slices so that
+      // ingest is answered in between (./json.ts); a small one is written at once.
+      const text = stringifySliced(r.body);
+      if (typeof text !== 'string') {
+        text.then(
+          (data) => this.send({ status: r.status, headers: r.headers, raw: { contentType: 'application/json', data } }),
+          (err: unknown) => this.fail(err),
+        );
+        return;
+      }
+      r = { status: r.status, headers: r.headers, raw: { contentType: 'application/json', data: text } };
     }
     corkEx = this;
     corkResponse = r;

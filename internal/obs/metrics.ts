@@ -206,6 +206,7 @@ export function createMetrics(o: { processMetrics?: boolean } = {}) {
     }),
     opFailures: new Counter({ name: 'tidemark_profile_op_failures_total', help: 'Profile operations that could not apply', labelNames: ['kind'], registers: r }),
     pgPool: new Gauge({ name: 'tidemark_pg_pool_clients', help: 'PostgreSQL pool clients by state', labelNames: ['state'], registers: r }),
+    readAdmission: new Gauge({ name: 'tidemark_read_statements', help: 'Heavy read statements by state: running (holding a READ_CONCURRENCY slot) or waiting for one', labelNames: ['state'], registers: r }),
     redisUp: new Gauge({ name: 'tidemark_redis_up', help: '1 when the Redis connection is ready', registers: r }),
     liveSockets: new Gauge({ name: 'tidemark_live_sockets', help: 'Live-push WebSockets open, by state (authenticating or watching)', labelNames: ['state'], registers: r }),
   };

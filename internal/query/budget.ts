@@ -37,6 +37,7 @@ export class RequestBudget {
   private readonly lent = new Set<Lent>();
   private readonly timer: NodeJS.Timeout;
   private wakeWaiters: (() => void)[] = [];
+  private readonly ended$ = new AbortController();
   private readonly onAbort = () => this.end('client_gone');
 
   /**
@@ -48,6 +49,11 @@ export class RequestBudget {
     this.timer = setTimeout(() => this.end('deadline'), totalMs);
     if (signal?.aborted) this.end('client_gone');
     else signal?.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  /** Aborts when the budget ends (deadline or client gone); never after close(). */
+  get endSignal(): AbortSignal {
+    return this.ended$.signal;
   }
 
   /** Why the budget ended, or null while it runs. */
@@ -127,6 +133,7 @@ export class RequestBudget {
     clearTimeout(this.timer);
     for (const wake of this.wakeWaiters.splice(0)) wake();
     for (const entry of this.lent) this.cancel(entry);
+    this.ended$.abort();
   }
 
   private cancel(entry: Lent): void {
