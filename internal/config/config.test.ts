@@ -62,7 +62,7 @@ test('read admission: READ_CONCURRENCY the cores less one (at least 1); per clie
   const c = loadConfig({});
   assert.equal(c.READ_CONCURRENCY, defaultReadConcurrency());
   assert.equal(c.READ_CONCURRENCY_PER_CLIENT, 2);
-  assert.equal(c.READ_QUEUE_PER_CLIENT, 16);
+  assert.equal(c.READ_QUEUE_PER_CLIENT, 100);
   assert.equal(c.READ_HEAVY_AFTER_MS, 1000);
   assert.equal(loadConfig({ READ_QUEUE_PER_CLIENT: '0', READ_HEAVY_AFTER_MS: '0' }).READ_QUEUE_PER_CLIENT, 0);
   for (const [k, bad] of [['READ_CONCURRENCY', '0'], ['READ_CONCURRENCY_PER_CLIENT', '0'], ['READ_QUEUE_PER_CLIENT', '-1'], ['READ_HEAVY_AFTER_MS', 'x']] as const) {

@@ -67,7 +67,7 @@ const EnvSchema = z.object({
   QUERY_TIMEOUT_MS: intFrom(5000, 100),
   /**
    * Read admission (docs/operating.md, "Read admission"). Heavy insights and export
-   * statements running in PostgreSQL at once, per API thread; more wait in arrival order
+   * statements running in PostgreSQL at once, per API thread; more wait, least-used request first
    * (until their QUERY_TIMEOUT_MS budget ends: 503) so reads never take every core from ingest.
    * Default: the cores less one, at least 1.
    */
@@ -82,10 +82,12 @@ const EnvSchema = z.object({
   /** Insights and export reads one client has running at once (per API thread). */
   READ_CONCURRENCY_PER_CLIENT: intFrom(2, 1),
   /**
-   * Reads of one client that wait for one of its READ_CONCURRENCY_PER_CLIENT seats (a
-   * dashboard sends ~8 at once); one more is a 429 with Retry-After. 0: no waiting.
+   * Reads of one client that wait for one of its READ_CONCURRENCY_PER_CLIENT seats; one more
+   * is a 429 with Retry-After. 100, the read rate limit's window (100 requests / 10 s): a
+   * burst the rate limit allows (a dashboard's panels, a script's Promise.all) waits for its
+   * turn rather than being refused. 0: no waiting.
    */
-  READ_QUEUE_PER_CLIENT: intFrom(16, 0),
+  READ_QUEUE_PER_CLIENT: intFrom(100, 0),
   /**
    * Insights metrics count unique visitors exactly when the period has at most this many
    * sessions, else (when the hll extension is installed) from HyperLogLog sketches (~0.8%
