@@ -184,7 +184,7 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
     jobs = new JobRunner({
       redisUrl: cfg.REDIS_URL, namespace: cfg.TIDEMARK_NAMESPACE, bus, db, salts, log,
       timeoutMs: cfg.SESSION_TIMEOUT_MINUTES * 60_000, retentionDays: cfg.RETENTION_DAYS,
-      periodic: [{ name: 'rollup-refresh', every: { everyMs: 10_000 }, run: () => refreshRollups(db, timescale) }],
+      periodic: [{ name: 'rollup-refresh', every: { everyMs: 10_000 }, run: () => refreshRollups(db, timescale, { quietMs: cfg.ROLLUP_REFRESH_QUIET_MS, maxDelayMs: cfg.ROLLUP_REFRESH_MAX_DELAY_MS }) }],
     });
     await jobs.start();
     const partitions = new PartitionKeeper(db, timescale);

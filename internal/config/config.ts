@@ -110,6 +110,14 @@ const EnvSchema = z.object({
    * instead (lag grows; the producers feel no back-pressure). 0: the same priority.
    */
   WORKER_THREAD_NICE: z.coerce.number().int().min(0).max(19).default(0),
+  /**
+   * The rollup refresh (every 10 s) recomputes a past hour only once nothing changed it for
+   * ROLLUP_REFRESH_QUIET_MS, or once it has waited ROLLUP_REFRESH_MAX_DELAY_MS: a burst of
+   * late events (and the session_ends that follow every hour) costs one recompute of the
+   * hour, not one per round. Reads stay exact (a waiting hour is read from raw rows). 0: at once.
+   */
+  ROLLUP_REFRESH_QUIET_MS: z.coerce.number().int().min(0).default(30_000),
+  ROLLUP_REFRESH_MAX_DELAY_MS: z.coerce.number().int().min(0).default(300_000),
   /** Days of raw events/sessions to keep; 0 keeps everything. */
   RETENTION_DAYS: intFrom(0, 0),
   /**

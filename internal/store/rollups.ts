@@ -42,16 +42,48 @@ export async function rollupKinds(db: Pool): Promise<RollupKinds> {
 /** Identifiers from rollup_registry are quoted before they reach SQL text. */
 const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
 
+export interface RefreshOptions {
+  /** Entries (rows) taken in one call; default 500. */
+  limit?: number;
+  /** Only buckets that ended before this (default: the start of the current hour, whose sessions are still changing every second). */
+  before?: Date;
+  /**
+   * ROLLUP_REFRESH_QUIET_MS: a bucket is recomputed only once nothing changed it for this
+   * long (its entries' latest `last_at`), so a burst of late writes into a past hour costs
+   * one recompute of the hour, not one per refresh round it spans. 0 (default): at once.
+   */
+  quietMs?: number;
+  /**
+   * ROLLUP_REFRESH_MAX_DELAY_MS: ... or once its oldest entry waited this long, so an hour
+   * that keeps changing (the session_ends that follow every hour for 30 minutes) is still
+   * recomputed every so often. Only with quietMs > 0.
+   */
+  maxDelayMs?: number;
+}
+
 /**
- * Refreshes up to `limit` invalidated buckets that ended before `before` (default: the
- * start of the current hour, whose sessions are still changing every second).
+ * Refreshes up to `limit` invalidated entries of buckets that ended before `before` and
+ * are due (see RefreshOptions). Reads are exact whatever is due: a logged bucket is read
+ * from the raw rows until its entries are refreshed away.
  */
-export async function refreshRollups(db: Pool, timescale: boolean, opts: { limit?: number; before?: Date } = {}): Promise<RefreshResult> {
+export async function refreshRollups(db: Pool, timescale: boolean, opts: RefreshOptions = {}): Promise<RefreshResult> {
   const before = opts.before ?? new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000);
-  const { rows } = await db.query<Invalidation>(
-    `SELECT project_id, bucket, shard, version FROM rollup_invalidations WHERE bucket < $1 ORDER BY bucket, project_id, shard LIMIT $2`,
-    [before.toISOString(), opts.limit ?? 500],
-  );
+  const quietMs = opts.quietMs ?? 0;
+  const { rows } = quietMs > 0
+    ? await db.query<Invalidation>(
+      `SELECT i.project_id, i.bucket, i.shard, i.version
+       FROM (SELECT project_id, bucket FROM rollup_invalidations WHERE bucket < $1
+             GROUP BY project_id, bucket
+             HAVING max(last_at) <= now() - $3 * interval '1 millisecond'
+                 OR min(first_at) <= now() - $4 * interval '1 millisecond') due
+       JOIN rollup_invalidations i USING (project_id, bucket)
+       ORDER BY i.bucket, i.project_id, i.shard LIMIT $2`,
+      [before.toISOString(), opts.limit ?? 500, quietMs, Math.max(quietMs, opts.maxDelayMs ?? 300_000)],
+    )
+    : await db.query<Invalidation>(
+      `SELECT project_id, bucket, shard, version FROM rollup_invalidations WHERE bucket < $1 ORDER BY bucket, project_id, shard LIMIT $2`,
+      [before.toISOString(), opts.limit ?? 500],
+    );
   if (!rows.length) return { buckets: 0 };
   const kinds = await rollupKinds(db);
   if (timescale) {

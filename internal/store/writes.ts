@@ -274,7 +274,7 @@ async function invalidateRollups(
   await c.query(
     `INSERT INTO rollup_invalidations (project_id, bucket, shard)
      SELECT p, b, $3 FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS u(p, b, i) ORDER BY i
-     ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq')`,
+     ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq'), last_at = now()`,
     [rows.map((r) => r[0]), rows.map((r) => new Date(r[1]).toISOString()), shard],
   );
 }

@@ -70,18 +70,20 @@ export class TestEnv {
     this.databaseUrl = `${PG_BASE}/${this.dbName}`;
   }
 
+  // Tests see the rollup refresh at once (ROLLUP_REFRESH_QUIET_MS=0), as before it could wait
+  // for a past hour to settle; test/rollup-refresh-quiet.test.ts covers the wait itself.
   config(extra: Record<string, string> = {}): Config {
     return loadConfig({
       PORT: '0', METRICS_PORT: '0', DATABASE_URL: this.databaseUrl, NATS_URL, REDIS_URL,
       TIDEMARK_NAMESPACE: this.namespace, LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
-      TIDEMARK_SHARDS: '4', ...extra,
+      TIDEMARK_SHARDS: '4', ROLLUP_REFRESH_QUIET_MS: '0', ...extra,
     });
   }
 
   env(extra: Record<string, string> = {}): Record<string, string> {
     return {
       PORT: '0', DATABASE_URL: this.databaseUrl, NATS_URL, REDIS_URL, TIDEMARK_NAMESPACE: this.namespace,
-      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn', TIDEMARK_SHARDS: '4', ...extra,
+      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn', TIDEMARK_SHARDS: '4', ROLLUP_REFRESH_QUIET_MS: '0', ...extra,
     };
   }
 
