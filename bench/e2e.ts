@@ -29,6 +29,7 @@ import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { TestEnv, spawnApp, ROOT, NATS_URL, sleep, type Credentials } from '../test/support/harness';
 import { openLoop, percentile, sequential, type LoadResult } from './openloop';
+import { stopChild } from '../test/support/private-services';
 import { machineInfo, writeSection, type Machine } from './run';
 
 export interface E2eOptions {
@@ -300,6 +301,24 @@ interface Step {
   lagMax: number;
   pass: boolean;
   cpu: Cpu;
+}
+
+/**
+ * A fresh TestEnv with `npm start` as a user runs it (cmd/all, 16 shards, plus `extra`), for
+ * `fn`; the process is stopped (SIGTERM) and the database dropped afterwards.
+ */
+export async function withNpmStart<T>(prefix: string, extra: Record<string, string>, fn: (env: TestEnv, app: Awaited<ReturnType<typeof spawnApp>>) => Promise<T>): Promise<T> {
+  const env = await new TestEnv(prefix).setup();
+  try {
+    const app = await spawnApp(env, 'all', { TIDEMARK_SHARDS: '16', LOG_LEVEL: 'warn', ...extra });
+    try {
+      return await fn(env, app);
+    } finally {
+      await stopChild(app.child, 'SIGTERM');
+    }
+  } finally {
+    await env.teardown();
+  }
 }
 
 export async function countStored(env: TestEnv, projectId: string): Promise<number> {

@@ -18,11 +18,10 @@
 //   npx tsx bench/late-writes.ts [--events 40000,400000] [--late 30] [--quiet 0,30000] [--no-write]
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { TestEnv, spawnApp, sleep, post, track } from '../test/support/harness';
-import { stopChild } from '../test/support/private-services';
+import { sleep, post, track } from '../test/support/harness';
 import { blankEventRecord } from '../internal/enrich';
 import { PartitionKeeper } from '../internal/store/writes';
-import { cpuDelta, cpuNow } from './e2e';
+import { cpuDelta, cpuNow, withNpmStart } from './e2e';
 import { machineInfo, writeSection } from './run';
 
 const { values: args } = parseArgs({
@@ -53,12 +52,10 @@ interface Row {
 }
 
 async function one(m: number, quietMs: number): Promise<Row> {
-  const env = await new TestEnv('late').setup();
   const hour = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 - 2 * 86_400_000);
   hour.setUTCHours(10);
-  const app = await spawnApp(env, 'all', { TIDEMARK_SHARDS: '16', LOG_LEVEL: 'warn', ROLLUP_REFRESH_QUIET_MS: String(quietMs) });
-  const pid = app.child.pid!;
-  try {
+  return withNpmStart('late', { ROLLUP_REFRESH_QUIET_MS: String(quietMs) }, async (env, app) => {
+    const pid = app.child.pid!;
     const projectId = await env.project({ name: `late ${m}`, timezone: 'UTC' });
     const writer = await env.client(projectId, 'write', 0);
     const timescale = (await env.db.query<{ ts: boolean }>('SELECT tm_timescale() AS ts')).rows[0]!.ts;
@@ -143,10 +140,7 @@ async function one(m: number, quietMs: number): Promise<Row> {
     const row: Row = { events: m, quietMs, rounds, late: LATE, idleS, windowS, pgCpuS: busy.postgres, pgIdleS: pgIdle, extraS: extra, perLateMs: (extra * 1000) / LATE, stored: n };
     log(JSON.stringify(row));
     return row;
-  } finally {
-    await stopChild(app.child, 'SIGTERM');
-    await env.teardown();
-  }
+  });
 }
 
 const machine = machineInfo();

@@ -10,9 +10,8 @@
 //   npx tsx bench/linger-ab.ts [--lingers 0,50] [--rounds 2] [--rate 800] [--seconds 6] [--sequential 2000] [--no-write]
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { TestEnv, spawnApp, sleep } from '../test/support/harness';
-import { stopChild } from '../test/support/private-services';
-import { countStored, cpuDelta, cpuNow, rawRequests } from './e2e';
+import { sleep } from '../test/support/harness';
+import { countStored, cpuDelta, cpuNow, rawRequests, withNpmStart } from './e2e';
 import { openLoop, percentile, sequential } from './openloop';
 import { machineInfo, writeSection } from './run';
 
@@ -48,10 +47,8 @@ interface Row {
 }
 
 async function one(round: number, linger: number): Promise<Row> {
-  const env = await new TestEnv('linger').setup();
-  const app = await spawnApp(env, 'all', { TIDEMARK_SHARDS: '16', LOG_LEVEL: 'warn', WORKER_LINGER_MS: String(linger) });
-  const pid = app.child.pid!;
-  try {
+  return withNpmStart('linger', { WORKER_LINGER_MS: String(linger) }, async (env, app) => {
+    const pid = app.child.pid!;
     const project = await env.project({ name: `linger ${linger}` });
     const creds = await env.client(project, 'write', 0);
     const reqs = rawRequests(creds);
@@ -84,10 +81,7 @@ async function one(round: number, linger: number): Promise<Row> {
     };
     log(JSON.stringify(row));
     return row;
-  } finally {
-    await stopChild(app.child, 'SIGTERM');
-    await env.teardown();
-  }
+  });
 }
 
 const machine = machineInfo();

@@ -560,8 +560,8 @@ export async function getChart(
             names,
             event: { id: definitionId, name: item.name, ...(breakdowns ? { breakdowns } : {}) },
             metrics,
-            data: current.buckets.map((_, i) => {
-              const point: { date: string; count: number; previous?: PreviousValue } = { date: dates[i]!, count: values[i]! };
+            data: dates.map((date, i) => {
+              const point: { date: string; count: number; previous?: PreviousValue } = { date, count: values[i]! };
               const pv = prevValues && i < prevValues.length ? previousMetric(values[i]!, prevValues[i]) : undefined;
               if (pv) point.previous = pv;
               return point;
