@@ -1,7 +1,15 @@
-// Keeps the hourly rollups (sql/002_rollups.sql) in step with sessions: every invalidated
-// (project, hour) older than the current hour is recomputed, then its log entry is removed
-// only if no worker changed that hour again meanwhile (version check).
-import { transaction, type Pool } from './db';
+// Keeps the rollups in step with sessions and events (docs/rollups.md):
+//   - an hour logged with rebuild (the current hour once it is over, a migration, retention)
+//     is recomputed by the refresh functions of rollup_registry;
+//   - a past hour whose every change was logged as a delta (sql/025_rollup_deltas.sql) takes
+//     the delta: the contribution of the changed sessions and events, computed before and
+//     after by the same refresh functions over temporary tables, added per the catalogue
+//     (rollup-catalogue.ts). Its cost is the change, not the hour.
+// Both in one REPEATABLE READ transaction (one snapshot: what a recompute reads and which
+// delta rows it consumes agree); log entries are removed afterwards, each only at the version
+// read, so an hour changed meanwhile stays logged (and read raw) for the next round.
+import type { Pool, PoolClient } from './db';
+import { BOOKKEEPING, catalogueEntry, isCatalogued, measuresOf, ROLLUP_CATALOGUE, type RollupEntry } from './rollup-catalogue';
 
 export interface RefreshResult {
   buckets: number;
@@ -61,67 +69,345 @@ export interface RefreshOptions {
   maxDelayMs?: number;
 }
 
+/** One refresh at a time: its snapshot must follow the previous one's commit. */
+const REFRESH_LOCK = 727_274_025;
+const HOUR_MS = 3_600_000;
+
+interface Entry {
+  project_id: string;
+  bucket: Date;
+  shard: number;
+  version: string;
+  rebuild: boolean;
+  first_at: Date;
+  last_at: Date;
+}
+
+const hourKey = (p: string, b: Date | number): string => `${p}\u0000${typeof b === 'number' ? b : b.getTime()}`;
+
 /**
- * Refreshes up to `limit` invalidated entries of buckets that ended before `before` and
- * are due (see RefreshOptions). Reads are exact whatever is due: a logged bucket is read
- * from the raw rows until its entries are refreshed away.
+ * Refreshes: every pending delta, and up to `limit` entries of hours to recompute that ended
+ * before `before` and are due (see RefreshOptions). Reads are exact whatever is due: a logged
+ * bucket is read from the raw rows until its entries are refreshed away. Returns the number of
+ * log entries it dealt with (0: nothing was due).
  */
 export async function refreshRollups(db: Pool, timescale: boolean, opts: RefreshOptions = {}): Promise<RefreshResult> {
-  const before = opts.before ?? new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000);
-  const quietMs = opts.quietMs ?? 0;
-  const { rows } = quietMs > 0
-    ? await db.query<Invalidation>(
-      `SELECT i.project_id, i.bucket, i.shard, i.version
-       FROM (SELECT project_id, bucket FROM rollup_invalidations WHERE bucket < $1
-             GROUP BY project_id, bucket
-             HAVING max(last_at) <= now() - $3 * interval '1 millisecond'
-                 OR min(first_at) <= now() - $4 * interval '1 millisecond') due
-       JOIN rollup_invalidations i USING (project_id, bucket)
-       ORDER BY i.bucket, i.project_id, i.shard LIMIT $2`,
-      [before.toISOString(), opts.limit ?? 500, quietMs, Math.max(quietMs, opts.maxDelayMs ?? 300_000)],
-    )
-    : await db.query<Invalidation>(
-      `SELECT project_id, bucket, shard, version FROM rollup_invalidations WHERE bucket < $1 ORDER BY bucket, project_id, shard LIMIT $2`,
-      [before.toISOString(), opts.limit ?? 500],
-    );
-  if (!rows.length) return { buckets: 0 };
-  const kinds = await rollupKinds(db);
-  if (timescale) {
-    // A continuous aggregate refresh covers every project of an hour; contiguous hours go together.
-    const hours = [...new Set(rows.map((r) => r.bucket.getTime()))].sort((a, b) => a - b);
-    const ranges: [number, number][] = [];
-    for (const h of hours) {
-      const last = ranges[ranges.length - 1];
-      if (last && last[1] === h) last[1] = h + 3_600_000;
-      else ranges.push([h, h + 3_600_000]);
+  const c = await db.connect();
+  try {
+    await c.query('SELECT pg_advisory_lock($1)', [REFRESH_LOCK]);
+    try {
+      return await refreshRound(c, timescale, opts);
+    } finally {
+      await c.query('SELECT pg_advisory_unlock($1)', [REFRESH_LOCK]);
     }
-    for (const [from, to] of ranges) {
-      for (const rel of kinds.caggs) {
-        await db.query('CALL refresh_continuous_aggregate($1::regclass, $2::timestamptz, $3::timestamptz)', [
-          rel, new Date(from).toISOString(), new Date(to).toISOString(),
-        ]);
-      }
-    }
+  } finally {
+    c.release();
   }
-  // Service-kept tables: one recompute per (project, hour), however many shards logged it,
-  // in the transaction that removes its log entries.
-  const byBucket = new Map<string, Invalidation[]>();
-  for (const r of rows) {
-    const k = `${r.project_id}\u0000${r.bucket.toISOString()}`;
-    byBucket.set(k, [...(byBucket.get(k) ?? []), r]);
-  }
-  for (const group of byBucket.values()) {
-    const r = group[0]!;
-    await transaction(db, async (c) => {
-      for (const fn of kinds.refreshFunctions) {
-        await c.query(`SELECT ${ident(fn)}($1::text, $2::timestamptz)`, [r.project_id, r.bucket.toISOString()]);
-      }
-      await c.query(
-        `DELETE FROM rollup_invalidations i USING unnest($3::int4[], $4::int8[]) AS u(s, v)
-         WHERE i.project_id = $1 AND i.bucket = $2 AND i.shard = u.s AND i.version = u.v`,
-        [r.project_id, r.bucket.toISOString(), group.map((g) => g.shard), group.map((g) => g.version)],
-      );
-    });
-  }
-  return { buckets: rows.length };
 }
+
+async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOptions): Promise<RefreshResult> {
+  const before = opts.before ?? new Date(Math.floor(Date.now() / HOUR_MS) * HOUR_MS);
+  const quietMs = opts.quietMs ?? 0;
+  const maxDelayMs = Math.max(quietMs, opts.maxDelayMs ?? 300_000);
+  const limit = opts.limit ?? 500;
+  const kinds = await rollupKinds(c as unknown as Pool);
+
+  if (timescale) {
+    // Continuous aggregates refresh outside a transaction block, over whole hour ranges (every
+    // project of an hour): each logged hour that this round may take.
+    const { rows } = await c.query<{ bucket: Date }>(
+      'SELECT DISTINCT bucket FROM rollup_invalidations WHERE bucket < $1 OR NOT rebuild ORDER BY bucket', [before.toISOString()]);
+    await refreshCaggs(c, kinds.caggs, rows.map((r) => r.bucket.getTime()));
+  }
+
+  await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+  let done: Entry[] = [];
+  try {
+    const { rows: entries } = await c.query<Entry>(
+      `SELECT project_id, bucket, shard, version, rebuild, first_at, last_at FROM public.rollup_invalidations ORDER BY bucket, project_id, shard`);
+    const rebuildHours = new Set(entries.filter((e) => e.rebuild).map((e) => hourKey(e.project_id, e.bucket)));
+    // Hours to recompute now: ended before `before`, due, in order, up to `limit` entries.
+    const byHour = new Map<string, Entry[]>();
+    for (const e of entries) {
+      const k = hourKey(e.project_id, e.bucket);
+      byHour.set(k, [...(byHour.get(k) ?? []), e]);
+    }
+    const now = Date.now();
+    const due: Entry[][] = [];
+    let taken = 0;
+    for (const [k, group] of byHour) {
+      if (!rebuildHours.has(k) || group[0]!.bucket >= before || taken >= limit) continue;
+      const quiet = quietMs <= 0 || group.every((e) => e.last_at.getTime() <= now - quietMs) || group.some((e) => e.first_at.getTime() <= now - maxDelayMs);
+      if (!quiet) continue;
+      due.push(group);
+      taken += group.length;
+    }
+    const deltaEntries = entries.filter((e) => !rebuildHours.has(hourKey(e.project_id, e.bucket)));
+
+    const fnRelations = await refreshFunctions(c);
+    await applyDeltas(c, fnRelations, entries.filter((e) => e.rebuild));
+    // The refresh functions build a local day when no other hour of it awaits a recompute:
+    // they see a temporary rollup_invalidations holding those hours (delta hours are exact by
+    // now), from which each recomputed hour goes once it is done.
+    await shadowInvalidations(c, entries.filter((e) => e.rebuild));
+    // Functions whose tables cannot take a delta (the hll sketches' distinct counts): their
+    // delta hours are recomputed.
+    const nonAdditive = [...fnRelations].filter(([, rels]) => !rels.every(isCatalogued)).map(([fn]) => fn);
+    if (nonAdditive.length) {
+      const hours = new Map(deltaEntries.map((e) => [hourKey(e.project_id, e.bucket), e]));
+      for (const e of hours.values()) {
+        for (const fn of nonAdditive) await c.query(`SELECT ${ident(fn)}($1::text, $2::timestamptz)`, [e.project_id, e.bucket.toISOString()]);
+      }
+    }
+    for (const group of due) {
+      const e = group[0]!;
+      for (const fn of kinds.refreshFunctions) await c.query(`SELECT ${ident(fn)}($1::text, $2::timestamptz)`, [e.project_id, e.bucket.toISOString()]);
+      await c.query('DELETE FROM pg_temp.rollup_invalidations WHERE project_id = $1 AND bucket = $2', [e.project_id, e.bucket.toISOString()]);
+    }
+    await c.query('DROP TABLE pg_temp.rollup_invalidations');
+    await c.query('DISCARD PLANS');
+    await c.query('COMMIT');
+    done = [...due.flat(), ...deltaEntries];
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => {});
+    throw err;
+  }
+  if (done.length) {
+    await c.query(
+      `DELETE FROM rollup_invalidations i USING unnest($1::text[], $2::timestamptz[], $3::int4[], $4::int8[]) AS u(p, b, s, v)
+       WHERE i.project_id = u.p AND i.bucket = u.b AND i.shard = u.s AND i.version = u.v`,
+      [done.map((e) => e.project_id), done.map((e) => e.bucket.toISOString()), done.map((e) => e.shard), done.map((e) => e.version)],
+    );
+  }
+  return { buckets: done.length };
+}
+
+async function refreshCaggs(c: PoolClient, caggs: string[], hours: number[]): Promise<void> {
+  if (!caggs.length || !hours.length) return;
+  const ranges: [number, number][] = [];
+  for (const h of hours) {
+    const last = ranges[ranges.length - 1];
+    if (last && last[1] === h) last[1] = h + HOUR_MS;
+    else ranges.push([h, h + HOUR_MS]);
+  }
+  for (const [from, to] of ranges) {
+    for (const rel of caggs) {
+      await c.query('CALL refresh_continuous_aggregate($1::regclass, $2::timestamptz, $3::timestamptz)', [
+        rel, new Date(from).toISOString(), new Date(to).toISOString(),
+      ]);
+    }
+  }
+}
+
+/** Each service-kept refresh function with the tables it keeps. */
+async function refreshFunctions(c: PoolClient): Promise<Map<string, string[]>> {
+  const r = await c.query<{ relation: string; refresh_fn: string }>(
+    'SELECT relation, refresh_fn FROM public.rollup_registry WHERE refresh_fn IS NOT NULL ORDER BY refresh_fn, relation');
+  const m = new Map<string, string[]>();
+  for (const x of r.rows) m.set(x.refresh_fn, [...(m.get(x.refresh_fn) ?? []), x.relation]);
+  return m;
+}
+
+async function shadowInvalidations(c: PoolClient, rebuildEntries: Entry[]): Promise<void> {
+  await c.query('CREATE TEMP TABLE rollup_invalidations (LIKE public.rollup_invalidations INCLUDING DEFAULTS) ON COMMIT DROP');
+  await c.query(
+    `INSERT INTO pg_temp.rollup_invalidations (project_id, bucket, shard, version)
+     SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::int4[], $4::int8[])`,
+    [rebuildEntries.map((e) => e.project_id), rebuildEntries.map((e) => e.bucket.toISOString()), rebuildEntries.map((e) => e.shard),
+      rebuildEntries.map((e) => e.version)],
+  );
+  // Cached plans of the functions name the real table; a new temporary one invalidates nothing.
+  await c.query('DISCARD PLANS');
+}
+
+interface ColumnInfo {
+  name: string;
+  nullable: boolean;
+}
+
+async function columnsOf(c: PoolClient, relation: string): Promise<ColumnInfo[]> {
+  const r = await c.query<{ column_name: string; is_nullable: string }>(
+    `SELECT column_name, is_nullable FROM information_schema.columns
+     WHERE table_schema = 'public' AND table_name = $1 ORDER BY ordinal_position`, [relation]);
+  return r.rows.map((x) => ({ name: x.column_name, nullable: x.is_nullable === 'YES' }));
+}
+
+/**
+ * Applies every pending delta (the log rows visible in this snapshot, then deleted): the
+ * logged sessions and events as they were before (the earliest logged state) and as they are
+ * now go into temporary tables named sessions and events, which shadow the real ones for the
+ * refresh functions (pg_temp comes first in the search path), as do empty temporary copies of
+ * every catalogued rollup table. Each additive function runs for every hour those rows touch,
+ * once over the old rows and once over the new; the difference is added to the real tables,
+ * into hours that await no recompute and days that are built (catalogue `days`).
+ */
+async function applyDeltas(c: PoolClient, fnRelations: Map<string, string[]>, rebuildEntries: Entry[]): Promise<void> {
+  const pending = await c.query<{ n: boolean }>(
+    'SELECT EXISTS (SELECT 1 FROM public.rollup_delta_sessions) OR EXISTS (SELECT 1 FROM public.rollup_delta_events) AS n');
+  if (!pending.rows[0]?.n) return;
+  const additive = [...fnRelations].filter(([, rels]) => rels.every(isCatalogued));
+  const relations = additive.flatMap(([, rels]) => rels);
+
+  await c.query(`CREATE TEMP TABLE tm_d_sessions ON COMMIT DROP AS
+    SELECT DISTINCT ON (session_id) project_id, session_id, started_at, old FROM public.rollup_delta_sessions ORDER BY session_id, seq`);
+  await c.query(`CREATE TEMP TABLE tm_d_events ON COMMIT DROP AS
+    SELECT DISTINCT ON (created_at, event_id) project_id, event_id, created_at, session_id, op, old
+    FROM public.rollup_delta_events ORDER BY created_at, event_id, seq`);
+  // Events as they are now: every event of a logged session, and every logged event.
+  await c.query(`CREATE TEMP TABLE tm_now_events ON COMMIT DROP AS
+    SELECT DISTINCT ON (x.created_at, x.id) x.* FROM (
+      SELECT e.* FROM public.events e JOIN tm_d_sessions d ON e.session_id = d.session_id AND e.project_id = d.project_id
+      UNION ALL
+      SELECT e.* FROM public.events e JOIN tm_d_events d ON e.created_at = d.created_at AND e.id = d.event_id
+    ) x ORDER BY x.created_at, x.id`);
+  await c.query('CREATE TEMP TABLE tm_rebuild (project_id text, bucket timestamptz) ON COMMIT DROP');
+  await c.query('INSERT INTO tm_rebuild SELECT DISTINCT * FROM unnest($1::text[], $2::timestamptz[])',
+    [rebuildEntries.map((e) => e.project_id), rebuildEntries.map((e) => e.bucket.toISOString())]);
+
+  // The shadows.
+  await c.query('CREATE TEMP TABLE sessions (LIKE public.sessions INCLUDING DEFAULTS) ON COMMIT DROP');
+  await c.query('CREATE TEMP TABLE events (LIKE public.events INCLUDING DEFAULTS) ON COMMIT DROP');
+  await c.query('CREATE TEMP TABLE rollup_invalidations (LIKE public.rollup_invalidations INCLUDING DEFAULTS) ON COMMIT DROP');
+  // Before: the earliest logged row of each session (none: it is new); the events without
+  // those logged (an insert was not there, a change or deletion was as logged).
+  await c.query(`INSERT INTO pg_temp.sessions SELECT (jsonb_populate_record(NULL::public.sessions, d.old)).*
+    FROM tm_d_sessions d WHERE d.old IS NOT NULL`);
+  await c.query(`INSERT INTO pg_temp.events
+    SELECT n.* FROM tm_now_events n WHERE NOT EXISTS (SELECT 1 FROM tm_d_events d WHERE d.created_at = n.created_at AND d.event_id = n.id)
+    UNION ALL
+    SELECT (jsonb_populate_record(NULL::public.events, d.old)).* FROM tm_d_events d WHERE d.op IN ('u', 'd')`);
+  const { rows: hours } = await c.query<{ project_id: string; bucket: Date }>(`
+    SELECT DISTINCT project_id, bucket FROM (
+      SELECT project_id, date_trunc('hour', started_at, 'UTC') AS bucket FROM pg_temp.sessions
+      UNION ALL SELECT project_id, date_trunc('hour', started_at, 'UTC') FROM tm_d_sessions
+      UNION ALL SELECT project_id, date_trunc('hour', created_at, 'UTC') FROM pg_temp.events
+      UNION ALL SELECT project_id, date_trunc('hour', created_at, 'UTC') FROM tm_now_events
+    ) h ORDER BY bucket, project_id`);
+  const run = async () => {
+    for (const rel of relations) await c.query(`CREATE TEMP TABLE ${ident(rel)} (LIKE public.${ident(rel)} INCLUDING DEFAULTS) ON COMMIT DROP`);
+    // Cached plans of the functions name the real tables; a new temporary table invalidates
+    // nothing by itself.
+    await c.query('DISCARD PLANS');
+    for (const h of hours) {
+      for (const [fn] of additive) await c.query(`SELECT public.${ident(fn)}($1::text, $2::timestamptz)`, [h.project_id, h.bucket.toISOString()]);
+    }
+  };
+  await run();
+  for (const rel of relations) await c.query(`ALTER TABLE pg_temp.${ident(rel)} RENAME TO ${ident(`${rel}__old`)}`);
+  // After: the sessions and events as they are now.
+  await c.query('TRUNCATE pg_temp.sessions, pg_temp.events');
+  await c.query(`INSERT INTO pg_temp.sessions SELECT s.* FROM public.sessions s
+    JOIN tm_d_sessions d ON s.started_at = d.started_at AND s.id = d.session_id`);
+  await c.query('INSERT INTO pg_temp.events SELECT * FROM tm_now_events');
+  await run();
+
+  for (const rel of relations) {
+    const entry = catalogueEntry(rel);
+    if (entry) await mergeDelta(c, entry, await columnsOf(c, rel));
+  }
+  if (relations.includes('event_properties_raw_hours')) {
+    // A numeric text too long for numeric: the key's hour is read raw, and keeps no rows.
+    await c.query(`INSERT INTO public.event_properties_raw_hours
+      SELECT DISTINCT r.* FROM pg_temp.event_properties_raw_hours r
+      WHERE NOT EXISTS (SELECT 1 FROM tm_rebuild x WHERE x.project_id = r.project_id AND x.bucket = r.bucket)
+      ON CONFLICT DO NOTHING`);
+    await c.query(`DELETE FROM public.event_properties_hourly h USING public.event_properties_raw_hours r
+      WHERE h.project_id = r.project_id AND h.bucket = r.bucket AND h.key = r.key
+        AND (r.project_id, r.bucket) IN (SELECT project_id, bucket FROM pg_temp.event_properties_raw_hours)`);
+  }
+  // A built day whose daily rows this delta could not reach (its bucket is not the one the
+  // project's timezone gives now) is no longer listed: reads take its hours.
+  for (const days of new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && relations.includes(d)))) {
+    const dailies = ROLLUP_CATALOGUE.filter((e) => e.days === days && relations.includes(e.relation)).map((e) => e.relation);
+    const reached = dailies.flatMap((r) => [`SELECT project_id, bucket FROM pg_temp.${ident(r)}`, `SELECT project_id, bucket FROM pg_temp.${ident(`${r}__old`)}`]).join(' UNION ');
+    await c.query(`DELETE FROM public.${ident(days)} d
+      WHERE EXISTS (SELECT 1 FROM unnest($1::text[], $2::timestamptz[]) AS h(p, b)
+                    WHERE h.p = d.project_id AND h.b >= d.bucket AND h.b < d.bucket + d.hours * interval '1 hour')
+        AND (d.project_id, d.bucket) NOT IN (${reached})`,
+    [hours.map((h) => h.project_id), hours.map((h) => h.bucket.toISOString())]);
+  }
+
+  await promoteUnbuiltDays(c, hours, [...new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && relations.includes(d)))]);
+
+  await c.query('DELETE FROM public.rollup_delta_sessions');
+  await c.query('DELETE FROM public.rollup_delta_events');
+  const shadows = ['sessions', 'events', 'rollup_invalidations', 'tm_d_sessions', 'tm_d_events', 'tm_now_events', 'tm_rebuild',
+    ...relations, ...relations.map((r) => `${r}__old`)];
+  await c.query(`DROP TABLE ${shadows.map((t) => `pg_temp.${ident(t)}`).join(', ')}`);
+  await c.query('DISCARD PLANS');
+}
+
+/**
+ * A past local day that deltas reached but no recompute has built (a backfill into days that
+ * were empty: every write to them was a delta) gets one of its hours logged for a recompute,
+ * which builds the day's rows; after that, deltas keep it. Only days that are over, of whole
+ * UTC hours (tm_local_day of sql/015, as the refresh functions build them), with no hour
+ * awaiting a recompute already.
+ */
+async function promoteUnbuiltDays(c: PoolClient, hours: { project_id: string; bucket: Date }[], daysTables: string[]): Promise<void> {
+  if (!daysTables.length || !hours.length) return;
+  const unbuilt = daysTables.map((d) => `NOT EXISTS (SELECT 1 FROM public.${ident(d)} x WHERE x.project_id = h.p AND x.bucket = ld.d0)`).join(' OR ');
+  await c.query(
+    `INSERT INTO public.rollup_invalidations (project_id, bucket, shard, rebuild)
+     SELECT h.p, max(h.b), -1, true
+     FROM unnest($1::text[], $2::timestamptz[]) AS h(p, b)
+     CROSS JOIN LATERAL public.tm_local_day(h.p, h.b) ld
+     WHERE ld.d0 IS NOT NULL
+       AND ld.d1 <= date_trunc('hour', now())
+       AND NOT EXISTS (SELECT 1 FROM tm_rebuild r WHERE r.project_id = h.p AND r.bucket >= ld.d0 AND r.bucket < ld.d1)
+       AND (${unbuilt})
+     GROUP BY h.p, ld.d0
+     ON CONFLICT (project_id, bucket, shard) DO UPDATE SET rebuild = true, version = nextval('rollup_version_seq'), last_at = now()`,
+    [hours.map((h) => h.project_id), hours.map((h) => h.bucket.toISOString())],
+  );
+}
+
+/** Adds (now - before) of one catalogued table into its real rows, where the bucket may take it. */
+async function mergeDelta(c: PoolClient, e: RollupEntry, columns: ColumnInfo[]): Promise<void> {
+  const measures = measuresOf(e);
+  const keys = columns.filter((col) => !measures.has(col.name));
+  const k = keys.map((col) => ident(col.name));
+  const mins = e.mins ?? [];
+  const maxes = e.maxes ?? [];
+  const latest = e.latest?.cols ?? [];
+  const order = (e.latest?.by ?? []).map((b) => `${ident(b)} DESC NULLS LAST`).join(', ');
+  const now = [...k, ...e.sums.map(ident), ...mins.map(ident), ...maxes.map(ident), ...latest.map(ident)].join(', ');
+  const before = [...k, ...e.sums.map((m) => `-${ident(m)}`), ...mins.map(() => 'NULL'), ...maxes.map(() => 'NULL'), ...latest.map(() => 'NULL')].join(', ');
+  const combine = [
+    ...k,
+    ...e.sums.map((m) => `sum(${ident(m)}) AS ${ident(m)}`),
+    ...mins.map((m) => `min(${ident(m)}) AS ${ident(m)}`),
+    ...maxes.map((m) => `max(${ident(m)}) AS ${ident(m)}`),
+    ...latest.map((m) => `(array_agg(${ident(m)} ORDER BY ${order}))[1] AS ${ident(m)}`),
+  ].join(', ');
+  const cols = [...k, ...e.sums.map(ident), ...mins.map(ident), ...maxes.map(ident), ...latest.map(ident)].join(', ');
+  const eligible = e.grain === 'hour'
+    ? 'NOT EXISTS (SELECT 1 FROM tm_rebuild r WHERE r.project_id = x.project_id AND r.bucket = x.bucket)'
+    : e.days
+      ? `EXISTS (SELECT 1 FROM public.${ident(e.days)} dd WHERE dd.project_id = x.project_id AND dd.bucket = x.bucket
+           AND NOT EXISTS (SELECT 1 FROM tm_rebuild r WHERE r.project_id = dd.project_id
+                           AND r.bucket >= dd.bucket AND r.bucket < dd.bucket + dd.hours * interval '1 hour'))`
+      : `NOT EXISTS (SELECT 1 FROM tm_rebuild r WHERE r.project_id = x.project_id
+           AND r.bucket >= x.bucket AND r.bucket < x.bucket + interval '1 day')`;
+  const match = keys.map((col) => col.nullable
+    ? `t.${ident(col.name)} IS NOT DISTINCT FROM d.${ident(col.name)}`
+    : `t.${ident(col.name)} = d.${ident(col.name)}`).join(' AND ');
+  const rel = ident(e.relation);
+  await c.query(`
+    WITH d AS MATERIALIZED (
+      SELECT ${combine} FROM (
+        SELECT ${now} FROM pg_temp.${rel}
+        UNION ALL
+        SELECT ${before} FROM pg_temp.${ident(`${e.relation}__old`)}
+      ) x
+      WHERE ${eligible}
+      GROUP BY ${k.join(', ')}
+    ),
+    o AS (DELETE FROM public.${rel} t USING d WHERE ${match} RETURNING ${keys.map((col) => `t.${ident(col.name)}`).join(', ')}, ${[...e.sums, ...mins, ...maxes, ...latest].map((m) => `t.${ident(m)}`).join(', ')})
+    INSERT INTO public.${rel} (${cols})
+    SELECT ${combine} FROM (SELECT ${cols} FROM o UNION ALL SELECT ${cols} FROM d) x
+    GROUP BY ${k.join(', ')}
+    HAVING sum(${ident(e.presence)}) <> 0`);
+}
+
+export { BOOKKEEPING };

@@ -124,9 +124,9 @@ function eventColumnValues(e: EventRecord): unknown[] {
   ];
 }
 
-/** The fallback insert: skips rows whose (created_at, id) is stored already. */
-async function insertEventsSkippingStored(c: PoolClient, events: EventRecord[]): Promise<void> {
-  if (!events.length) return;
+/** The fallback insert: skips rows whose (created_at, id) is stored already; returns the ids it inserted. */
+async function insertEventsSkippingStored(c: PoolClient, events: EventRecord[]): Promise<Set<string>> {
+  if (!events.length) return new Set();
   const cols = EVENT_COLUMNS.map(([n]) => n);
   const columns: unknown[][] = cols.map(() => []);
   for (const e of events) eventColumnValues(e).forEach((v, i) => columns[i]!.push(v));
@@ -135,13 +135,16 @@ async function insertEventsSkippingStored(c: PoolClient, events: EventRecord[]):
   );
   const unnest = EVENT_COLUMNS.map(([n, t], i) => `$${i + 1}::${n === 'groups' ? 'text' : t}[]`).join(', ');
   const aliases = EVENT_COLUMNS.map((_, i) => `c${i}`).join(', ');
-  await c.query(
+  const r = await c.query<{ id: string; created_at: Date }>(
     `INSERT INTO events (${cols.join(', ')})
      SELECT ${selects.join(', ')} FROM unnest(${unnest}) AS u(${aliases})
-     ON CONFLICT DO NOTHING`,
+     ON CONFLICT DO NOTHING RETURNING id, created_at`,
     columns,
   );
+  return new Set(r.rows.map((x) => eventKey(x.id, x.created_at.getTime())));
 }
+
+const eventKey = (id: string, createdAtMs: number): string => `${createdAtMs}\u0000${id}`;
 
 /** A COPY text-format field: NULL as \N; backslash, newline, carriage return and tab escaped. */
 export function copyField(v: unknown): string {
@@ -175,8 +178,8 @@ class EventStoredError extends Error {}
  * conflict check. An event already stored makes it fail with a unique violation; the caller
  * then redoes the transaction with insertEventsSkippingStored (exactly once by event id).
  */
-async function copyEvents(c: PoolClient, events: EventRecord[]): Promise<void> {
-  if (!events.length) return;
+async function copyEvents(c: PoolClient, events: EventRecord[]): Promise<Set<string>> {
+  if (!events.length) return new Set();
   const sql = `COPY events (${EVENT_COLUMNS.map(([n]) => n).join(', ')}) FROM STDIN`;
   try {
     await pipeline(Readable.from([Buffer.from(eventsCopyText(events), 'utf8')]), c.query(copyFrom(sql)));
@@ -184,13 +187,14 @@ async function copyEvents(c: PoolClient, events: EventRecord[]): Promise<void> {
     if ((err as { code?: string }).code === '23505') throw new EventStoredError('an event of this batch is stored already');
     throw err;
   }
+  return new Set(events.map((e) => eventKey(e.id, e.createdAt.getTime())));
 }
 
 /** Drops repeats of one (created_at, id) within a batch, keeping the first (as ON CONFLICT DO NOTHING would). */
 function firstOfEachEvent(events: EventRecord[]): EventRecord[] {
   const seen = new Set<string>();
   return events.filter((e) => {
-    const k = `${e.createdAt.getTime()}\u0000${e.id}`;
+    const k = eventKey(e.id, e.createdAt.getTime());
     if (seen.has(k)) return false;
     seen.add(k);
     return true;
@@ -250,15 +254,74 @@ async function upsertSessions(c: PoolClient, sessions: SessionState[]): Promise<
 const HOUR_MS = 3_600_000;
 
 /**
+ * Which writes are logged as rollup deltas (sql/025_rollup_deltas.sql): those into an hour
+ * that ended before this batch (`cutoff`, the start of the current UTC hour). A session
+ * started before it is "late": its old row and every event write of it are logged, since
+ * its pages rows (by the session's start hour) depend on all its views. Writes of the current
+ * hour are not: that hour is recomputed once when it is over (rebuild).
+ */
+interface DeltaScope {
+  cutoff: number;
+  lateSessions: Set<string>;
+}
+
+function deltaScope(sessions: SessionState[], now = Date.now()): DeltaScope {
+  const cutoff = Math.floor(now / HOUR_MS) * HOUR_MS;
+  return { cutoff, lateSessions: new Set(sessions.filter((s) => s.startedAt < cutoff).map((s) => s.id)) };
+}
+
+const lateEvent = (scope: DeltaScope, createdAtMs: number, sessionId: string | null): boolean =>
+  createdAtMs < scope.cutoff || (sessionId !== null && scope.lateSessions.has(sessionId));
+
+/** The old rows of the late sessions this batch upserts (NULL: new), before the upsert. */
+async function logSessionDeltas(c: PoolClient, scope: DeltaScope, sessions: SessionState[]): Promise<void> {
+  const late = sessions.filter((s) => scope.lateSessions.has(s.id));
+  if (!late.length) return;
+  await c.query(
+    `INSERT INTO rollup_delta_sessions (project_id, session_id, started_at, old)
+     SELECT u.p, u.id, u.st, to_jsonb(s) FROM unnest($1::text[], $2::uuid[], $3::timestamptz[]) AS u(p, id, st)
+     LEFT JOIN sessions s ON s.started_at = u.st AND s.id = u.id`,
+    [late.map((s) => s.projectId), late.map((s) => s.id), late.map((s) => new Date(s.startedAt).toISOString())],
+  );
+}
+
+/** Events inserted by this batch that are late (their hour or their session's). */
+async function logInsertedEvents(c: PoolClient, scope: DeltaScope, events: EventRecord[], inserted: Set<string>): Promise<void> {
+  const late = events.filter((e) => inserted.has(eventKey(e.id, e.createdAt.getTime())) && lateEvent(scope, e.createdAt.getTime(), e.sessionId));
+  if (!late.length) return;
+  await c.query(
+    `INSERT INTO rollup_delta_events (project_id, event_id, created_at, session_id, op)
+     SELECT p, id, at, sid, 'i' FROM unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::uuid[]) AS u(p, id, at, sid)`,
+    [late.map((e) => e.projectId), late.map((e) => e.id), late.map((e) => e.createdAt.toISOString()), late.map((e) => e.sessionId)],
+  );
+}
+
+/** Old rows of late events about to change their duration (a view followed by the next one). */
+async function logUpdatedEvents(c: PoolClient, scope: DeltaScope, d: ShardBatch['viewDurations']): Promise<void> {
+  if (!d.length) return;
+  await c.query(
+    `INSERT INTO rollup_delta_events (project_id, event_id, created_at, session_id, op, old)
+     SELECT e.project_id, e.id, e.created_at, e.session_id, 'u', to_jsonb(e)
+     FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, at)
+     JOIN events e ON e.created_at = u.at AND e.id = u.id
+     WHERE e.created_at < $3::timestamptz OR e.session_id = ANY($4::uuid[])`,
+    [d.map((x) => x.eventId), d.map((x) => new Date(x.createdAt).toISOString()), new Date(scope.cutoff).toISOString(), [...scope.lateSessions]],
+  );
+}
+
+/**
  * Logs the (project, hour) buckets whose sessions or events changed, in this shard's own
  * rows (no waiting on other shards): the hour a session started in (session rollups) and
- * the hour of created_at of every event inserted or deleted (event rollups,
- * sql/009_event_rollups.sql). Always an UPDATE of the version on conflict, so the row lock
- * orders this commit against a concurrent rollup refresh.
+ * the hour of created_at of every event inserted, changed or deleted (event rollups,
+ * sql/009_event_rollups.sql). `rebuild` is false for an hour before the cutoff (its changes
+ * are logged as deltas) and true for the current hour; a true stays true. Always an UPDATE
+ * of the version on conflict, so the row lock orders this commit against a concurrent
+ * rollup refresh.
  */
 async function invalidateRollups(
   c: PoolClient,
   shard: number,
+  scope: DeltaScope,
   sessions: SessionState[],
   events: { projectId: string; createdAtMs: number }[] = [],
 ): Promise<void> {
@@ -272,10 +335,11 @@ async function invalidateRollups(
   for (const e of events) add(e.projectId, e.createdAtMs);
   const rows = [...keys.values()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] - b[1]));
   await c.query(
-    `INSERT INTO rollup_invalidations (project_id, bucket, shard)
-     SELECT p, b, $3 FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS u(p, b, i) ORDER BY i
-     ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq'), last_at = now()`,
-    [rows.map((r) => r[0]), rows.map((r) => new Date(r[1]).toISOString()), shard],
+    `INSERT INTO rollup_invalidations (project_id, bucket, shard, rebuild)
+     SELECT p, b, $3, r FROM unnest($1::text[], $2::timestamptz[], $4::bool[]) WITH ORDINALITY AS u(p, b, r, i) ORDER BY i
+     ON CONFLICT (project_id, bucket, shard) DO UPDATE
+       SET version = nextval('rollup_version_seq'), last_at = now(), rebuild = rollup_invalidations.rebuild OR EXCLUDED.rebuild`,
+    [rows.map((r) => r[0]), rows.map((r) => new Date(r[1]).toISOString()), shard, rows.map((r) => r[1] >= scope.cutoff)],
   );
 }
 
@@ -334,25 +398,40 @@ async function writeShardBatch(
   db: Pool,
   b: ShardBatch,
   events: EventRecord[],
-  insertEvents: (c: PoolClient, events: EventRecord[]) => Promise<void>,
+  insertEvents: (c: PoolClient, events: EventRecord[]) => Promise<Set<string>>,
 ): Promise<{ failures: OpFailure[] }> {
   return transaction(db, async (c) => {
     await advanceShard(c, b);
     await recordKeys(c, b.opKeys ?? []);
-    // Hours whose event counts change: of the events inserted and of the session_end rows deleted.
+    const scope = deltaScope(b.sessions);
+    // Hours whose event counts change: of the events inserted and deleted. (A view's duration
+    // counts only in pages rows, which are by the session's start hour, logged with it.)
     const eventHours = events.map((e) => ({ projectId: e.projectId, createdAtMs: e.createdAt.getTime() }));
     if (b.reopenedSessionIds.length) {
       // Before the insert: a reopened session may end again within this very batch.
-      const gone = await c.query<{ project_id: string; created_at: Date }>(
-        `DELETE FROM events WHERE session_id = ANY($1::uuid[]) AND name = 'session_end' RETURNING project_id, created_at`,
+      const gone = await c.query<{ project_id: string; id: string; session_id: string | null; created_at: Date; old: unknown }>(
+        `DELETE FROM events e WHERE session_id = ANY($1::uuid[]) AND name = 'session_end'
+         RETURNING e.project_id, e.id, e.session_id, e.created_at, to_jsonb(e) AS old`,
         [b.reopenedSessionIds],
       );
+      const late = gone.rows.filter((r) => lateEvent(scope, r.created_at.getTime(), r.session_id));
+      if (late.length) {
+        await c.query(
+          `INSERT INTO rollup_delta_events (project_id, event_id, created_at, session_id, op, old)
+           SELECT p, id, at, sid, 'd', old FROM unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::uuid[], $5::jsonb[]) AS u(p, id, at, sid, old)`,
+          [late.map((r) => r.project_id), late.map((r) => r.id), late.map((r) => r.created_at.toISOString()), late.map((r) => r.session_id),
+            late.map((r) => JSON.stringify(r.old))],
+        );
+      }
       for (const r of gone.rows) eventHours.push({ projectId: r.project_id, createdAtMs: r.created_at.getTime() });
     }
-    await insertEvents(c, events);
+    const inserted = await insertEvents(c, events);
+    await logInsertedEvents(c, scope, events, inserted);
+    await logUpdatedEvents(c, scope, b.viewDurations);
     await updateViewDurations(c, b.viewDurations);
+    await logSessionDeltas(c, scope, b.sessions);
     await upsertSessions(c, b.sessions);
-    await invalidateRollups(c, b.shard, b.sessions, eventHours);
+    await invalidateRollups(c, b.shard, scope, b.sessions, eventHours);
     const failures = await applyProfileOps(c, b.profileOps);
     return { failures };
   });

@@ -1,0 +1,165 @@
+// Rollups kept by deltas (sql/025_rollup_deltas.sql, internal/store/rollups.ts): writes into
+// past hours are logged by the worker's commit as deltas, and the refresh adds the change of
+// the touched sessions and events to every rollup table instead of recomputing the hour.
+// Store level (processOps + commitShardBatch, as the shard runner does), so event times and
+// session checks are exact. The reference is the recompute itself: after every delta round,
+// every rollup table of the project must hold exactly what recomputing all its hours gives.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { createEnricher, type Enricher } from '../internal/enrich';
+import type { QueuedOp, QueuedTrack } from '../internal/model/event';
+import type { SessionState } from '../internal/sessionize/session';
+import { refreshRollups } from '../internal/store/rollups';
+import { commitShardBatch, committedSeq, PartitionKeeper } from '../internal/store/writes';
+import { processOps } from '../internal/worker/processor';
+import { TestEnv } from './support/harness';
+import { mulberry32 } from './support/random';
+import { UAS } from './support/sessions-traffic';
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+const DAY0 = Date.parse('2024-05-01T00:00:00+02:00'); // a local day of Europe/Berlin
+const IPS = ['8.8.8.8', '81.2.69.160', '5.9.0.1', '133.11.0.1', '2.16.0.1'];
+const PATHS = ['/', '/pricing', '/blog/a', '/blog/b', '/docs'];
+const REFS = [null, 'https://www.google.com/', 'https://t.co/x', 'https://news.example.org/item'];
+
+let env: TestEnv;
+let enricher: Enricher;
+
+before(async () => {
+  env = await new TestEnv('rollup_delta').setup();
+  enricher = await createEnricher();
+});
+
+after(async () => {
+  await env?.teardown();
+});
+
+/** Every service-kept rollup table's rows of the project, in a stable order. */
+async function snapshot(projectId: string): Promise<Record<string, string[]>> {
+  const rels = (await env.db.query<{ relation: string }>('SELECT relation FROM rollup_registry WHERE refresh_fn IS NOT NULL ORDER BY relation')).rows;
+  const out: Record<string, string[]> = {};
+  for (const { relation } of rels) {
+    const r = await env.db.query<{ j: string }>(`SELECT to_jsonb(t)::text AS j FROM "${relation}" t WHERE project_id = $1 ORDER BY 1`, [projectId]);
+    out[relation] = r.rows.map((x) => x.j);
+  }
+  return out;
+}
+
+async function drain(before = new Date('2030-01-01T00:00:00Z')): Promise<number> {
+  let rounds = 0;
+  while ((await refreshRollups(env.db, false, { before })).buckets > 0) rounds++;
+  return rounds;
+}
+
+/** What recomputing every hour of the project gives (the reference), restoring nothing. */
+async function recomputeAll(projectId: string): Promise<Record<string, string[]>> {
+  await env.db.query(
+    `INSERT INTO rollup_invalidations (project_id, bucket, shard, rebuild)
+     SELECT $1, b, 0, true FROM (
+       SELECT date_trunc('hour', started_at, 'UTC') AS b FROM sessions WHERE project_id = $1
+       UNION SELECT date_trunc('hour', created_at, 'UTC') FROM events WHERE project_id = $1) h
+     ON CONFLICT (project_id, bucket, shard) DO UPDATE SET rebuild = true, version = nextval('rollup_version_seq')`,
+    [projectId],
+  );
+  await drain();
+  return snapshot(projectId);
+}
+
+test('late writes into rolled-up hours are applied as deltas, and every rollup table equals a recompute', { timeout: 120_000 }, async () => {
+  const projectId = await env.project({ timezone: 'Europe/Berlin' });
+  const stream = `unit-${env.namespace}`;
+  const cache = new Map<string, SessionState>();
+  const partitions = new PartitionKeeper(env.db, false);
+  let seq = await committedSeq(env.db, stream, 1);
+  let now = DAY0 + 3 * 86_400_000;
+  const run = async (ops: QueuedOp[]) => {
+    const out = await processOps(ops, { enricher, cache, loadSessions: async () => [], timeoutMs: 30 * MIN, nowMs: () => now });
+    await partitions.ensureFor(out.events);
+    await commitShardBatch(env.db, {
+      stream, shard: 1, fromSeq: seq, toSeq: seq + 1, events: out.events, viewDurations: out.viewDurations,
+      sessions: out.sessions, reopenedSessionIds: out.reopenedSessionIds, profileOps: out.profileOps,
+    });
+    seq++;
+    for (const [k, s] of out.states) cache.set(k, s);
+  };
+  const rnd = mulberry32(25);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
+  const uas = Object.values(UAS).map((u) => u.ua);
+  let n = 0;
+  const op = (dev: number, at: number, name: string, extra: Partial<QueuedTrack> = {}): QueuedTrack => {
+    const path = pick(PATHS);
+    return {
+      kind: 'track', id: `0190c0de-0000-7000-8000-${String(++n).padStart(12, '0')}`, projectId, deviceId: `dev-${dev}`.padEnd(32, '0'),
+      receivedAt: new Date(now).toISOString(), name, profileId: `dev-${dev}`, createdAt: new Date(at).toISOString(),
+      properties: name === 'purchase' ? { amount: Math.round(rnd() * 10_000) / 100 } : {},
+      groups: [], url: `https://shop.example${path}${rnd() < 0.3 ? '?utm_source=news&utm_medium=email' : ''}`,
+      title: name === 'screen_view' ? `Title ${path}` : null, referrer: pick(REFS), ip: IPS[dev % IPS.length]!, userAgent: uas[dev % uas.length]!,
+      ...extra,
+    };
+  };
+  const last = new Map<number, number>();
+  const session = (dev: number, start: number, events: number): QueuedTrack[] => {
+    const ops: QueuedTrack[] = [];
+    let at = start;
+    for (let i = 0; i < events; i++) {
+      ops.push(op(dev, at, i === 0 || rnd() < 0.6 ? 'screen_view' : 'purchase'));
+      at += Math.floor(1 + rnd() * 12) * MIN;
+    }
+    last.set(dev, Math.max(last.get(dev) ?? 0, at - 1));
+    return ops;
+  };
+
+  // Round 1: 24 devices over the local day, sessions crossing hours, sent out of order.
+  const r1: QueuedTrack[] = [];
+  for (let dev = 0; dev < 24; dev++) r1.push(...session(dev, DAY0 + Math.floor(rnd() * 22 * 60) * MIN, 1 + Math.floor(rnd() * 6)));
+  r1.sort(() => rnd() - 0.5);
+  for (let i = 0; i < r1.length; i += 7) await run(r1.slice(i, i + 7).sort((a, b) => a.createdAt.localeCompare(b.createdAt)));
+  const deltas = async () => (await env.db.query<{ n: number }>(
+    'SELECT (SELECT count(*) FROM rollup_delta_sessions) + (SELECT count(*) FROM rollup_delta_events) AS n')).rows[0]!.n;
+  assert.ok(Number(await deltas()) > 0, 'writes into past hours are logged as deltas');
+  assert.equal((await env.db.query('SELECT 1 FROM rollup_invalidations WHERE rebuild')).rowCount, 0, 'past hours: no recompute logged');
+  await drain();
+  assert.equal(Number(await deltas()), 0, 'the refresh consumed every delta');
+  const days = await env.db.query('SELECT bucket FROM rollup_session_cube_days WHERE project_id = $1', [projectId]);
+  assert.deepEqual(days.rows.map((r) => r.bucket.toISOString()), [new Date(DAY0).toISOString()], 'the backfilled day is built');
+  const afterRound1 = await snapshot(projectId);
+  assert.deepEqual(afterRound1, await recomputeAll(projectId), 'round 1 (a backfill, all deltas) equals a recompute');
+
+  // A row no write touches, planted in an hour the next round changes: a recompute of that
+  // hour would remove it; a delta leaves it.
+  const touched = DAY0 + 10 * HOUR;
+  await env.db.query(
+    `INSERT INTO rollup_browser_hourly (project_id, bucket, value, sessions, bounces, timed_sessions, duration_ms, screen_views)
+     VALUES ($1, $2, 'Planted', 7, 0, 0, 0, 0)`, [projectId, new Date(touched).toISOString()]);
+
+  // Round 2, late: new sessions in rolled-up hours, continued sessions (a view's duration set
+  // by the next view), and purchases.
+  now += HOUR;
+  const r2: QueuedTrack[] = [...session(100, touched + 5 * MIN, 3), ...session(101, touched + 40 * MIN, 1)];
+  for (const dev of [0, 3, 5, 8]) r2.push(op(dev, last.get(dev)! + 2 * MIN, 'screen_view'), op(dev, last.get(dev)! + 3 * MIN, 'purchase'));
+  for (const o of r2) await run([o]);
+  // Idle ends by the check (session_end rows at each session's last event), then one reopened.
+  now += HOUR;
+  for (const dev of [0, 3]) {
+    const s = [...cache.values()].find((x) => x.deviceId === `dev-${dev}`.padEnd(32, '0'))!;
+    await run([{ kind: 'session_check', id: `check-${dev}`, projectId, deviceId: s.deviceId, receivedAt: '', sessionId: s.id }]);
+  }
+  const ended = (await env.db.query(`SELECT count(*)::int AS n FROM events WHERE project_id = $1 AND name = 'session_end'`, [projectId])).rows[0].n;
+  assert.ok(ended >= 2, 'session_end rows written');
+  await drain();
+  assert.equal((await env.db.query(
+    `SELECT sessions FROM rollup_browser_hourly WHERE project_id = $1 AND bucket = $2 AND value = 'Planted'`,
+    [projectId, new Date(touched).toISOString()])).rows[0]?.sessions, 7, 'the hour took a delta, not a recompute');
+  await env.db.query(`DELETE FROM rollup_browser_hourly WHERE project_id = $1 AND value = 'Planted'`, [projectId]);
+  const afterRound2 = await snapshot(projectId);
+  assert.notDeepEqual(afterRound2, afterRound1, 'round 2 changed the rollups');
+  assert.deepEqual(afterRound2, await recomputeAll(projectId), 'round 2 (late, continued, ended) equals a recompute');
+
+  // Round 3: an event reopens an ended session (its session_end row goes), in a rolled-up hour.
+  now += 1000;
+  const s0 = [...cache.values()].find((x) => x.deviceId === 'dev-0'.padEnd(32, '0'))!;
+  await run([op(0, s0.lastEventAt + 10 * MIN, 'screen_view')]);
+  await drain();
+  assert.deepEqual(await snapshot(projectId), await recomputeAll(projectId), 'round 3 (reopened) equals a recompute');
+});
