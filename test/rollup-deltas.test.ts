@@ -9,6 +9,7 @@ import { after, before, test } from 'node:test';
 import { createEnricher, type Enricher } from '../internal/enrich';
 import type { QueuedOp, QueuedTrack } from '../internal/model/event';
 import type { SessionState } from '../internal/sessionize/session';
+import { catalogueEntry, isCatalogued, measuresOf } from '../internal/store/rollup-catalogue';
 import { refreshRollups } from '../internal/store/rollups';
 import { commitShardBatch, committedSeq, PartitionKeeper } from '../internal/store/writes';
 import { processOps } from '../internal/worker/processor';
@@ -162,4 +163,18 @@ test('late writes into rolled-up hours are applied as deltas, and every rollup t
   await run([op(0, s0.lastEventAt + 10 * MIN, 'screen_view')]);
   await drain();
   assert.deepEqual(await snapshot(projectId), await recomputeAll(projectId), 'round 3 (reopened) equals a recompute');
+});
+
+test('every rollup table the service keeps is in the catalogue, so its deltas can be added', async () => {
+  const rels = (await env.db.query<{ relation: string }>('SELECT relation FROM rollup_registry WHERE refresh_fn IS NOT NULL')).rows.map((r) => r.relation);
+  assert.ok(rels.length > 40);
+  assert.deepEqual(rels.filter((r) => !isCatalogued(r)), []);
+  for (const r of rels) {
+    const e = catalogueEntry(r);
+    if (!e) continue;
+    const cols = (await env.db.query<{ column_name: string }>(
+      `SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = $1`, [r])).rows.map((x) => x.column_name);
+    for (const m of measuresOf(e)) assert.ok(cols.includes(m), `${r}.${m}`);
+    assert.ok(cols.includes('project_id') && cols.includes('bucket'), r);
+  }
 });

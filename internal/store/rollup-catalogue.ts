@@ -8,15 +8,19 @@
 //           events' numeric properties)
 //   maxes   greatest of stored and now (same)
 //   latest  the columns of the row with the greatest `by` (pages: the latest title)
+//   unions  HyperLogLog sketches (the optional hll extension): stored unioned with now.
+//           Exact (the same sketch as a recompute) while nothing leaves a sketch; where
+//           something may have (an event deleted, a session's profile changed), the refresh
+//           recomputes the hour's sketch tables instead (rollups.ts, sketchHours).
 //   grain   'hour' (bucket is a UTC hour) or 'day' (bucket is a day's first instant)
 //   days    for a daily table: the table listing which days are built, with their length in
 //           hours; deltas go into a day only if it is listed and none of its hours awaits a
 //           recompute. Without it (pages), the UTC day of 24 hours.
 //   bookkeeping  not summed: a *_days list, or event_properties_raw_hours (a union, see
 //           applyDeltas).
-// A kept table that is in no entry makes its refresh function non-additive: its hours are
-// recomputed instead (as are the hll sketch tables, whose distinct counts cannot be
-// subtracted). catalogue.test.ts checks every kept table of a migrated database is here.
+// A kept table that is in no entry makes its refresh function non-additive: its delta hours
+// are recomputed instead. rollup-catalogue.test.ts checks that every kept table of a migrated
+// database is here.
 
 export interface RollupEntry {
   relation: string;
@@ -25,7 +29,9 @@ export interface RollupEntry {
   mins?: string[];
   maxes?: string[];
   latest?: { by: string[]; cols: string[] };
-  presence: string;
+  unions?: string[];
+  /** A measure that is 0 exactly when the row counts nothing (none: sketches only, kept). */
+  presence?: string;
   days?: string;
 }
 
@@ -68,11 +74,18 @@ export const ROLLUP_CATALOGUE: RollupEntry[] = [
   counts('event_cube_pairs_daily', 'day', 'event_cube_days'),
   counts('event_uncharted_hourly'),
   counts('event_uncharted_daily', 'day', 'event_uncharted_days'),
+  // hll sketches (sql/008_rollup_visitors, 010, 011, 018), only where the extension is
+  { relation: 'rollup_visitors_hourly', grain: 'hour', sums: [], unions: ['visitors'] },
+  { relation: 'rollup_visitors_dayparts', grain: 'day', sums: [], unions: ['visitors'] },
+  { relation: 'rollup_visitor_values_hourly', grain: 'hour', sums: [], unions: ['visitors'] },
+  { relation: 'events_sketches_hourly', grain: 'hour', sums: [], unions: ['users', 'sessions'] },
+  { relation: 'events_sketches_daily', grain: 'day', sums: [], unions: ['users', 'sessions'], days: 'events_sketches_days' },
+  { ...sessions('rollup_session_pair_metrics_daily', 'day', 'rollup_session_pair_metrics_days'), unions: ['visitors'] },
 ];
 
 export const BOOKKEEPING = new Set([
   'rollup_session_cube_days', 'rollup_session_dim_pairs_days', 'event_counts_days', 'event_cube_days', 'event_uncharted_days',
-  'event_properties_raw_hours',
+  'event_properties_raw_hours', 'events_sketches_days', 'rollup_session_pair_metrics_days',
 ]);
 
 const byRelation = new Map(ROLLUP_CATALOGUE.map((e) => [e.relation, e]));
@@ -80,4 +93,4 @@ export const catalogueEntry = (relation: string): RollupEntry | undefined => byR
 export const isCatalogued = (relation: string): boolean => byRelation.has(relation) || BOOKKEEPING.has(relation);
 
 export const measuresOf = (e: RollupEntry): Set<string> =>
-  new Set([...e.sums, ...(e.mins ?? []), ...(e.maxes ?? []), ...(e.latest?.cols ?? [])]);
+  new Set([...e.sums, ...(e.mins ?? []), ...(e.maxes ?? []), ...(e.latest?.cols ?? []), ...(e.unions ?? [])]);

@@ -111,12 +111,21 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
   const maxDelayMs = Math.max(quietMs, opts.maxDelayMs ?? 300_000);
   const limit = opts.limit ?? 500;
   const kinds = await rollupKinds(c as unknown as Pool);
+  // A database not yet migrated to sql/025 (an upgrade under way) logs no deltas: every entry
+  // is a recompute.
+  const schema = (await c.query<{ deltas: boolean; times: boolean }>(
+    `SELECT to_regclass('public.rollup_delta_sessions') IS NOT NULL AS deltas,
+            EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'public'
+                    AND table_name = 'rollup_invalidations' AND column_name = 'first_at') AS times`)).rows[0]!;
+  const deltas = schema.deltas;
+  const rebuildCol = deltas ? 'rebuild' : 'true AS rebuild';
+  const timeCols = schema.times ? 'first_at, last_at' : 'now() AS first_at, now() AS last_at';
 
   if (timescale) {
     // Continuous aggregates refresh outside a transaction block, over whole hour ranges (every
     // project of an hour): each logged hour that this round may take.
     const { rows } = await c.query<{ bucket: Date }>(
-      'SELECT DISTINCT bucket FROM rollup_invalidations WHERE bucket < $1 OR NOT rebuild ORDER BY bucket', [before.toISOString()]);
+      `SELECT DISTINCT bucket FROM rollup_invalidations WHERE bucket < $1${deltas ? ' OR NOT rebuild' : ''} ORDER BY bucket`, [before.toISOString()]);
     await refreshCaggs(c, kinds.caggs, rows.map((r) => r.bucket.getTime()));
   }
 
@@ -124,7 +133,7 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
   let done: Entry[] = [];
   try {
     const { rows: entries } = await c.query<Entry>(
-      `SELECT project_id, bucket, shard, version, rebuild, first_at, last_at FROM public.rollup_invalidations ORDER BY bucket, project_id, shard`);
+      `SELECT project_id, bucket, shard, version, ${rebuildCol}, ${timeCols} FROM public.rollup_invalidations ORDER BY bucket, project_id, shard`);
     const rebuildHours = new Set(entries.filter((e) => e.rebuild).map((e) => hourKey(e.project_id, e.bucket)));
     // Hours to recompute now: ended before `before`, due, in order, up to `limit` entries.
     const byHour = new Map<string, Entry[]>();
@@ -145,7 +154,7 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
     const deltaEntries = entries.filter((e) => !rebuildHours.has(hourKey(e.project_id, e.bucket)));
 
     const fnRelations = await refreshFunctions(c);
-    await applyDeltas(c, fnRelations, entries.filter((e) => e.rebuild));
+    const sketchHours = deltas ? await applyDeltas(c, fnRelations, entries.filter((e) => e.rebuild)) : [];
     // The refresh functions build a local day when no other hour of it awaits a recompute:
     // they see a temporary rollup_invalidations holding those hours (delta hours are exact by
     // now), from which each recomputed hour goes once it is done.
@@ -158,6 +167,11 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
       for (const e of hours.values()) {
         for (const fn of nonAdditive) await c.query(`SELECT ${ident(fn)}($1::text, $2::timestamptz)`, [e.project_id, e.bucket.toISOString()]);
       }
+    }
+    // Sketch hours something may have left (see the catalogue's `unions`): recomputed.
+    const sketchFns = [...fnRelations].filter(([, rels]) => rels.some((r) => catalogueEntry(r)?.unions)).map(([fn]) => fn);
+    for (const h of sketchHours) {
+      for (const fn of sketchFns) await c.query(`SELECT ${ident(fn)}($1::text, $2::timestamptz)`, [h.project_id, h.bucket.toISOString()]);
     }
     for (const group of due) {
       const e = group[0]!;
@@ -241,10 +255,14 @@ async function columnsOf(c: PoolClient, relation: string): Promise<ColumnInfo[]>
  * once over the old rows and once over the new; the difference is added to the real tables,
  * into hours that await no recompute and days that are built (catalogue `days`).
  */
-async function applyDeltas(c: PoolClient, fnRelations: Map<string, string[]>, rebuildEntries: Entry[]): Promise<void> {
+async function applyDeltas(
+  c: PoolClient,
+  fnRelations: Map<string, string[]>,
+  rebuildEntries: Entry[],
+): Promise<{ project_id: string; bucket: Date }[]> {
   const pending = await c.query<{ n: boolean }>(
     'SELECT EXISTS (SELECT 1 FROM public.rollup_delta_sessions) OR EXISTS (SELECT 1 FROM public.rollup_delta_events) AS n');
-  if (!pending.rows[0]?.n) return;
+  if (!pending.rows[0]?.n) return [];
   const additive = [...fnRelations].filter(([, rels]) => rels.every(isCatalogued));
   const relations = additive.flatMap(([, rels]) => rels);
 
@@ -329,12 +347,24 @@ async function applyDeltas(c: PoolClient, fnRelations: Map<string, string[]>, re
 
   await promoteUnbuiltDays(c, hours, [...new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && relations.includes(d)))]);
 
+  // Hours whose sketches may have lost an element: a deleted event's, and the start hour of a
+  // session whose profile changed.
+  const { rows: sketchHours } = await c.query<{ project_id: string; bucket: Date }>(`
+    SELECT project_id, bucket FROM (
+      SELECT project_id, date_trunc('hour', created_at, 'UTC') AS bucket FROM tm_d_events WHERE op = 'd'
+      UNION
+      SELECT d.project_id, date_trunc('hour', d.started_at, 'UTC') FROM tm_d_sessions d
+      JOIN public.sessions s ON s.started_at = d.started_at AND s.id = d.session_id
+      WHERE d.old IS NOT NULL AND d.old ->> 'profile_id' IS DISTINCT FROM s.profile_id
+    ) h WHERE NOT EXISTS (SELECT 1 FROM tm_rebuild r WHERE r.project_id = h.project_id AND r.bucket = h.bucket)`);
+
   await c.query('DELETE FROM public.rollup_delta_sessions');
   await c.query('DELETE FROM public.rollup_delta_events');
   const shadows = ['sessions', 'events', 'rollup_invalidations', 'tm_d_sessions', 'tm_d_events', 'tm_now_events', 'tm_rebuild',
     ...relations, ...relations.map((r) => `${r}__old`)];
   await c.query(`DROP TABLE ${shadows.map((t) => `pg_temp.${ident(t)}`).join(', ')}`);
   await c.query('DISCARD PLANS');
+  return sketchHours;
 }
 
 /**
@@ -370,17 +400,21 @@ async function mergeDelta(c: PoolClient, e: RollupEntry, columns: ColumnInfo[]):
   const mins = e.mins ?? [];
   const maxes = e.maxes ?? [];
   const latest = e.latest?.cols ?? [];
+  const unions = e.unions ?? [];
   const order = (e.latest?.by ?? []).map((b) => `${ident(b)} DESC NULLS LAST`).join(', ');
-  const now = [...k, ...e.sums.map(ident), ...mins.map(ident), ...maxes.map(ident), ...latest.map(ident)].join(', ');
-  const before = [...k, ...e.sums.map((m) => `-${ident(m)}`), ...mins.map(() => 'NULL'), ...maxes.map(() => 'NULL'), ...latest.map(() => 'NULL')].join(', ');
+  const now = [...k, ...e.sums.map(ident), ...mins.map(ident), ...maxes.map(ident), ...latest.map(ident), ...unions.map(ident)].join(', ');
+  const before = [...k, ...e.sums.map((m) => `-${ident(m)}`), ...[...mins, ...maxes, ...latest, ...unions].map(() => 'NULL')].join(', ');
   const combine = [
     ...k,
     ...e.sums.map((m) => `sum(${ident(m)}) AS ${ident(m)}`),
     ...mins.map((m) => `min(${ident(m)}) AS ${ident(m)}`),
     ...maxes.map((m) => `max(${ident(m)}) AS ${ident(m)}`),
     ...latest.map((m) => `(array_agg(${ident(m)} ORDER BY ${order}))[1] AS ${ident(m)}`),
+    ...unions.map((m) => `hll_union_agg(${ident(m)}) AS ${ident(m)}`),
   ].join(', ');
-  const cols = [...k, ...e.sums.map(ident), ...mins.map(ident), ...maxes.map(ident), ...latest.map(ident)].join(', ');
+  const measureList = [...e.sums, ...mins, ...maxes, ...latest, ...unions];
+  const cols = [...k, ...measureList.map(ident)].join(', ');
+  const keep = e.presence ? `sum(${ident(e.presence)}) <> 0` : unions.map((m) => `bool_or(${ident(m)} IS NOT NULL)`).join(' AND ');
   const eligible = e.grain === 'hour'
     ? 'NOT EXISTS (SELECT 1 FROM tm_rebuild r WHERE r.project_id = x.project_id AND r.bucket = x.bucket)'
     : e.days
@@ -403,11 +437,11 @@ async function mergeDelta(c: PoolClient, e: RollupEntry, columns: ColumnInfo[]):
       WHERE ${eligible}
       GROUP BY ${k.join(', ')}
     ),
-    o AS (DELETE FROM public.${rel} t USING d WHERE ${match} RETURNING ${keys.map((col) => `t.${ident(col.name)}`).join(', ')}, ${[...e.sums, ...mins, ...maxes, ...latest].map((m) => `t.${ident(m)}`).join(', ')})
+    o AS (DELETE FROM public.${rel} t USING d WHERE ${match} RETURNING ${[...keys.map((col) => col.name), ...measureList].map((m) => `t.${ident(m)}`).join(', ')})
     INSERT INTO public.${rel} (${cols})
     SELECT ${combine} FROM (SELECT ${cols} FROM o UNION ALL SELECT ${cols} FROM d) x
     GROUP BY ${k.join(', ')}
-    HAVING sum(${ident(e.presence)}) <> 0`);
+    HAVING ${keep}`);
 }
 
 export { BOOKKEEPING };
