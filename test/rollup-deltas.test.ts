@@ -6,7 +6,7 @@
 // every rollup table of the project must hold exactly what recomputing all its hours gives.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { createEnricher, type Enricher } from '../internal/enrich';
+import { blankEventRecord, createEnricher, type Enricher } from '../internal/enrich';
 import type { QueuedOp, QueuedTrack } from '../internal/model/event';
 import type { SessionState } from '../internal/sessionize/session';
 import { catalogueEntry, isCatalogued, measuresOf } from '../internal/store/rollup-catalogue';
@@ -177,4 +177,30 @@ test('every rollup table the service keeps is in the catalogue, so its deltas ca
     for (const m of measuresOf(e)) assert.ok(cols.includes(m), `${r}.${m}`);
     assert.ok(cols.includes('project_id') && cols.includes('bucket'), r);
   }
+});
+
+test('a delta into an hour awaiting its recompute keeps it a recompute and does not move its last_at', async () => {
+  const projectId = await env.project({ timezone: 'UTC' });
+  const stream = `q-${env.namespace}`;
+  const hour = new Date('2024-06-01T07:00:00Z');
+  await env.db.query(
+    `INSERT INTO rollup_invalidations (project_id, bucket, shard, rebuild, first_at, last_at)
+     VALUES ($1, $2, 2, true, now() - interval '2 hours', now() - interval '1 hour')`, [projectId, hour]);
+  const before = (await env.db.query('SELECT last_at FROM rollup_invalidations WHERE project_id = $1', [projectId])).rows[0].last_at;
+  const seq = await committedSeq(env.db, stream, 2);
+  const events = [blankEventRecord({
+    id: '0190c0de-0000-7000-8000-00000000e001', projectId, name: 'click', deviceId: 'f'.repeat(32), profileId: 'p',
+    createdAt: new Date(hour.getTime() + 60_000),
+  })];
+  await new PartitionKeeper(env.db, false).ensureFor(events);
+  await commitShardBatch(env.db, { stream, shard: 2, fromSeq: seq, toSeq: seq + 1, events, viewDurations: [], sessions: [], reopenedSessionIds: [], profileOps: [] });
+  const after = (await env.db.query('SELECT rebuild, last_at FROM rollup_invalidations WHERE project_id = $1', [projectId])).rows;
+  assert.equal(after.length, 1);
+  assert.equal(after[0].rebuild, true, 'still a recompute');
+  assert.deepEqual(after[0].last_at, before, 'last_at kept');
+  assert.equal((await env.db.query('SELECT count(*)::int AS n FROM rollup_delta_events WHERE project_id = $1', [projectId])).rows[0].n, 1, 'the insert is logged');
+  // The recompute consumes the logged delta: the hour's rows count the event once.
+  await drain();
+  assert.equal((await env.db.query('SELECT count(*)::int AS n FROM rollup_delta_events WHERE project_id = $1', [projectId])).rows[0].n, 0);
+  assert.equal((await env.db.query(`SELECT count::int AS n FROM events_hourly WHERE project_id = $1 AND name = 'click'`, [projectId])).rows[0].n, 1);
 });

@@ -121,16 +121,20 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
   const rebuildCol = deltas ? 'rebuild' : 'true AS rebuild';
   const timeCols = schema.times ? 'first_at, last_at' : 'now() AS first_at, now() AS last_at';
 
-  if (timescale) {
-    // Continuous aggregates refresh outside a transaction block, over whole hour ranges (every
-    // project of an hour): each logged hour that this round may take.
-    const { rows } = await c.query<{ bucket: Date }>(
-      `SELECT DISTINCT bucket FROM rollup_invalidations WHERE bucket < $1${deltas ? ' OR NOT rebuild' : ''} ORDER BY bucket`, [before.toISOString()]);
-    await refreshCaggs(c, kinds.caggs, rows.map((r) => r.bucket.getTime()));
+  // Continuous aggregates refresh outside a transaction block, over whole hour ranges (every
+  // project of an hour): each logged hour that this round may take. An entry changed after
+  // this read may not be in the refreshed aggregate: it is kept for the next round.
+  let caggVersions: Map<string, string> | null = null;
+  if (timescale && kinds.caggs.length) {
+    const { rows } = await c.query<{ project_id: string; bucket: Date; shard: number; version: string }>(
+      `SELECT project_id, bucket, shard, version FROM rollup_invalidations WHERE bucket < $1${deltas ? ' OR NOT rebuild' : ''}`, [before.toISOString()]);
+    caggVersions = new Map(rows.map((r) => [`${hourKey(r.project_id, r.bucket)}\u0000${r.shard}`, r.version]));
+    await refreshCaggs(c, kinds.caggs, [...new Set(rows.map((r) => r.bucket.getTime()))].sort((a, b) => a - b));
   }
 
   await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
   let done: Entry[] = [];
+  let dealt = 0;
   try {
     const { rows: entries } = await c.query<Entry>(
       `SELECT project_id, bucket, shard, version, ${rebuildCol}, ${timeCols} FROM public.rollup_invalidations ORDER BY bucket, project_id, shard`);
@@ -182,6 +186,11 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
     await c.query('DISCARD PLANS');
     await c.query('COMMIT');
     done = [...due.flat(), ...deltaEntries];
+    dealt = done.length;
+    if (caggVersions) {
+      const versions = caggVersions;
+      done = done.filter((e) => versions.get(`${hourKey(e.project_id, e.bucket)}\u0000${e.shard}`) === e.version);
+    }
   } catch (err) {
     await c.query('ROLLBACK').catch(() => {});
     throw err;
@@ -193,7 +202,7 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
       [done.map((e) => e.project_id), done.map((e) => e.bucket.toISOString()), done.map((e) => e.shard), done.map((e) => e.version)],
     );
   }
-  return { buckets: done.length };
+  return { buckets: dealt };
 }
 
 async function refreshCaggs(c: PoolClient, caggs: string[], hours: number[]): Promise<void> {

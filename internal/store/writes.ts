@@ -314,7 +314,8 @@ async function logUpdatedEvents(c: PoolClient, scope: DeltaScope, d: ShardBatch[
  * rows (no waiting on other shards): the hour a session started in (session rollups) and
  * the hour of created_at of every event inserted, changed or deleted (event rollups,
  * sql/009_event_rollups.sql). `rebuild` is false for an hour before the cutoff (its changes
- * are logged as deltas) and true for the current hour; a true stays true. Always an UPDATE
+ * are logged as deltas) and true for the current hour; a true stays true, and its last_at
+ * (ROLLUP_REFRESH_QUIET_MS) moves only with writes that need the recompute. Always an UPDATE
  * of the version on conflict, so the row lock orders this commit against a concurrent
  * rollup refresh.
  */
@@ -338,7 +339,9 @@ async function invalidateRollups(
     `INSERT INTO rollup_invalidations (project_id, bucket, shard, rebuild)
      SELECT p, b, $3, r FROM unnest($1::text[], $2::timestamptz[], $4::bool[]) WITH ORDINALITY AS u(p, b, r, i) ORDER BY i
      ON CONFLICT (project_id, bucket, shard) DO UPDATE
-       SET version = nextval('rollup_version_seq'), last_at = now(), rebuild = rollup_invalidations.rebuild OR EXCLUDED.rebuild`,
+       SET version = nextval('rollup_version_seq'), rebuild = rollup_invalidations.rebuild OR EXCLUDED.rebuild,
+           -- a delta into an hour awaiting its recompute does not hold the recompute back
+           last_at = CASE WHEN EXCLUDED.rebuild OR NOT rollup_invalidations.rebuild THEN now() ELSE rollup_invalidations.last_at END`,
     [rows.map((r) => r[0]), rows.map((r) => new Date(r[1]).toISOString()), shard, rows.map((r) => r[1] >= scope.cutoff)],
   );
 }
