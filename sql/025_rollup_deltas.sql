@@ -16,7 +16,8 @@
 -- they are now, by running the usual refresh functions over temporary tables that shadow
 -- sessions, events and the rollup tables; it adds (now - before) to every rollup row, and
 -- deletes the log rows it read. The current hour, which is still being written, is logged as
--- before (rebuild = true) and recomputed once when it is over.
+-- before (rebuild = true) and recomputed once when it is over. `at`: when a row was logged
+-- (a burst of late writes is applied in one round once quiet, ROLLUP_REFRESH_QUIET_MS).
 --
 -- rollup_invalidations.rebuild: true when the hour must be recomputed (the current hour's
 -- writes, a migration, retention, a manual entry); false when every change was logged as a
@@ -29,7 +30,8 @@ CREATE TABLE rollup_delta_sessions (
   project_id  text NOT NULL,
   session_id  uuid NOT NULL,
   started_at  timestamptz NOT NULL,
-  old         jsonb
+  old         jsonb,
+  at          timestamptz NOT NULL DEFAULT now()
 );
 
 CREATE TABLE rollup_delta_events (
@@ -39,6 +41,7 @@ CREATE TABLE rollup_delta_events (
   created_at  timestamptz NOT NULL,
   session_id  uuid,
   op          char(1) NOT NULL CHECK (op IN ('i', 'u', 'd')),
-  old         jsonb
+  old         jsonb,
+  at          timestamptz NOT NULL DEFAULT now()
 );
 

@@ -157,8 +157,19 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
     }
     const deltaEntries = entries.filter((e) => !rebuildHours.has(hourKey(e.project_id, e.bucket)));
 
+    // Deltas go in once nothing was logged for quietMs (a burst in one round) or the oldest
+    // waited maxDelayMs, and always with a recompute: it must consume the deltas it covers.
+    let deltaDue = false;
+    if (deltas) {
+      const r = await c.query<{ due: boolean }>(
+        `SELECT coalesce(max(at) <= now() - $1 * interval '1 millisecond' OR min(at) <= now() - $2 * interval '1 millisecond', true) AS due
+         FROM (SELECT at FROM public.rollup_delta_sessions UNION ALL SELECT at FROM public.rollup_delta_events) x`,
+        [quietMs, maxDelayMs]);
+      // (nothing logged: due, so that entries whose deltas are in go)
+      deltaDue = due.length > 0 || (r.rows[0]?.due === true && deltaEntries.length > 0) || quietMs <= 0;
+    }
     const fnRelations = await refreshFunctions(c);
-    const sketchHours = deltas ? await applyDeltas(c, fnRelations, entries.filter((e) => e.rebuild)) : [];
+    const sketchHours = deltaDue ? await applyDeltas(c, fnRelations, entries.filter((e) => e.rebuild)) : [];
     // The refresh functions build a local day when no other hour of it awaits a recompute:
     // they see a temporary rollup_invalidations holding those hours (delta hours are exact by
     // now), from which each recomputed hour goes once it is done.
@@ -166,7 +177,7 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
     // Functions whose tables cannot take a delta (the hll sketches' distinct counts): their
     // delta hours are recomputed.
     const nonAdditive = [...fnRelations].filter(([, rels]) => !rels.every(isCatalogued)).map(([fn]) => fn);
-    if (nonAdditive.length) {
+    if (nonAdditive.length && deltaDue) {
       const hours = new Map(deltaEntries.map((e) => [hourKey(e.project_id, e.bucket), e]));
       for (const e of hours.values()) {
         for (const fn of nonAdditive) await c.query(`SELECT ${ident(fn)}($1::text, $2::timestamptz)`, [e.project_id, e.bucket.toISOString()]);
@@ -185,7 +196,7 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
     await c.query('DROP TABLE pg_temp.rollup_invalidations');
     await c.query('DISCARD PLANS');
     await c.query('COMMIT');
-    done = [...due.flat(), ...deltaEntries];
+    done = [...due.flat(), ...(deltaDue ? deltaEntries : [])];
     dealt = done.length;
     if (caggVersions) {
       const versions = caggVersions;
@@ -248,11 +259,16 @@ interface ColumnInfo {
   nullable: boolean;
 }
 
-async function columnsOf(c: PoolClient, relation: string): Promise<ColumnInfo[]> {
-  const r = await c.query<{ column_name: string; is_nullable: string }>(
-    `SELECT column_name, is_nullable FROM information_schema.columns
-     WHERE table_schema = 'public' AND table_name = $1 ORDER BY ordinal_position`, [relation]);
-  return r.rows.map((x) => ({ name: x.column_name, nullable: x.is_nullable === 'YES' }));
+/** The columns of each relation, in one catalog query. */
+async function columnsOf(c: PoolClient, relations: string[]): Promise<Map<string, ColumnInfo[]>> {
+  const r = await c.query<{ rel: string; name: string; nullable: boolean }>(
+    `SELECT cl.relname AS rel, a.attname AS name, NOT a.attnotnull AS nullable
+     FROM pg_attribute a JOIN pg_class cl ON cl.oid = a.attrelid JOIN pg_namespace n ON n.oid = cl.relnamespace
+     WHERE n.nspname = 'public' AND cl.relname = ANY($1::text[]) AND a.attnum > 0 AND NOT a.attisdropped
+     ORDER BY cl.relname, a.attnum`, [relations]);
+  const m = new Map<string, ColumnInfo[]>();
+  for (const x of r.rows) m.set(x.rel, [...(m.get(x.rel) ?? []), { name: x.name, nullable: x.nullable }]);
+  return m;
 }
 
 /**
@@ -292,9 +308,9 @@ async function applyDeltas(
     [rebuildEntries.map((e) => e.project_id), rebuildEntries.map((e) => e.bucket.toISOString())]);
 
   // The shadows.
-  await c.query('CREATE TEMP TABLE sessions (LIKE public.sessions INCLUDING DEFAULTS) ON COMMIT DROP');
-  await c.query('CREATE TEMP TABLE events (LIKE public.events INCLUDING DEFAULTS) ON COMMIT DROP');
-  await c.query('CREATE TEMP TABLE rollup_invalidations (LIKE public.rollup_invalidations INCLUDING DEFAULTS) ON COMMIT DROP');
+  await c.query(`CREATE TEMP TABLE sessions (LIKE public.sessions INCLUDING DEFAULTS) ON COMMIT DROP;
+    CREATE TEMP TABLE events (LIKE public.events INCLUDING DEFAULTS) ON COMMIT DROP;
+    CREATE TEMP TABLE rollup_invalidations (LIKE public.rollup_invalidations INCLUDING DEFAULTS) ON COMMIT DROP;`);
   // Before: the earliest logged row of each session (none: it is new); the events without
   // those logged (an insert was not there, a change or deletion was as logged).
   await c.query(`INSERT INTO pg_temp.sessions SELECT (jsonb_populate_record(NULL::public.sessions, d.old)).*
@@ -311,7 +327,7 @@ async function applyDeltas(
       UNION ALL SELECT project_id, date_trunc('hour', created_at, 'UTC') FROM tm_now_events
     ) h ORDER BY bucket, project_id`);
   const run = async () => {
-    for (const rel of relations) await c.query(`CREATE TEMP TABLE ${ident(rel)} (LIKE public.${ident(rel)} INCLUDING DEFAULTS) ON COMMIT DROP`);
+    await c.query(relations.map((rel) => `CREATE TEMP TABLE ${ident(rel)} (LIKE public.${ident(rel)} INCLUDING DEFAULTS) ON COMMIT DROP;`).join('\n'));
     // Cached plans of the functions name the real tables; a new temporary table invalidates
     // nothing by itself.
     await c.query('DISCARD PLANS');
@@ -320,7 +336,7 @@ async function applyDeltas(
     }
   };
   await run();
-  for (const rel of relations) await c.query(`ALTER TABLE pg_temp.${ident(rel)} RENAME TO ${ident(`${rel}__old`)}`);
+  await c.query(relations.map((rel) => `ALTER TABLE pg_temp.${ident(rel)} RENAME TO ${ident(`${rel}__old`)};`).join('\n'));
   // After: the sessions and events as they are now.
   await c.query('TRUNCATE pg_temp.sessions, pg_temp.events');
   await c.query(`INSERT INTO pg_temp.sessions SELECT s.* FROM public.sessions s
@@ -328,9 +344,10 @@ async function applyDeltas(
   await c.query('INSERT INTO pg_temp.events SELECT * FROM tm_now_events');
   await run();
 
+  const columns = await columnsOf(c, relations);
   for (const rel of relations) {
     const entry = catalogueEntry(rel);
-    if (entry) await mergeDelta(c, entry, await columnsOf(c, rel));
+    if (entry) await mergeDelta(c, entry, columns.get(rel) ?? []);
   }
   if (relations.includes('event_properties_raw_hours')) {
     // A numeric text too long for numeric: the key's hour is read raw, and keeps no rows.
@@ -410,7 +427,8 @@ async function mergeDelta(c: PoolClient, e: RollupEntry, columns: ColumnInfo[]):
   const maxes = e.maxes ?? [];
   const latest = e.latest?.cols ?? [];
   const unions = e.unions ?? [];
-  const order = (e.latest?.by ?? []).map((b) => `${ident(b)} DESC NULLS LAST`).join(', ');
+  // A row of the before-run carries NULL in every latest column: never the latest.
+  const order = [...latest.slice(0, 1).map((col) => `(${ident(col)} IS NULL)`), ...(e.latest?.by ?? []).map((b) => `${ident(b)} DESC NULLS LAST`)].join(', ');
   const now = [...k, ...e.sums.map(ident), ...mins.map(ident), ...maxes.map(ident), ...latest.map(ident), ...unions.map(ident)].join(', ');
   const before = [...k, ...e.sums.map((m) => `-${ident(m)}`), ...[...mins, ...maxes, ...latest, ...unions].map(() => 'NULL')].join(', ');
   const combine = [
