@@ -383,7 +383,8 @@ test('TimescaleDB (PGlite) and plain PostgreSQL answer the same, before and afte
     assert.ok(caggs.rows.every((r) => r.materialized_only === false), 'real-time continuous aggregates');
     // The session rollups (other rollups, e.g. pages, are service-kept tables on both engines).
     const kinds = await envA.db.query<{ relname: string; relkind: string }>(
-      `SELECT relname, relkind::text FROM pg_class WHERE relname = ANY($1::text[]) AND relkind IN ('r', 'v', 'm') ORDER BY relname`,
+      `SELECT relname, relkind::text FROM pg_class
+       WHERE relname = ANY($1::text[]) AND relkind IN ('r', 'v', 'm') AND relnamespace = 'public'::regnamespace ORDER BY relname`,
       [dims.map((d) => d.relation)],
     );
     assert.deepEqual(kinds.rows, dims.map((d) => d.relation).sort().map((relname) => ({ relname, relkind: 'r' })));

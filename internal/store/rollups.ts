@@ -271,14 +271,41 @@ async function columnsOf(c: PoolClient, relations: string[]): Promise<Map<string
   return m;
 }
 
+/** The schemas that shadow sessions, events and the rollup tables in a delta's two runs. */
+const BEFORE = 'tm_delta_before';
+const AFTER = 'tm_delta_after';
+const SHADOWED_SOURCES = ['sessions', 'events', 'rollup_invalidations'];
+
+/**
+ * The shadow tables: unlogged copies of the sources and of every catalogued table, in two
+ * schemas, made once and remade when the columns of what they copy change (their signature
+ * is the schemas' comment). Only the refresh uses them, one at a time (REFRESH_LOCK).
+ */
+async function ensureShadows(c: PoolClient, relations: string[]): Promise<void> {
+  const all = [...SHADOWED_SOURCES, ...relations];
+  const sig = (await c.query<{ sig: string; stored: string | null }>(
+    `SELECT md5(string_agg(cl.relname || ':' || a.attname || ':' || a.atttypid::text, ',' ORDER BY cl.relname, a.attnum)) AS sig,
+            obj_description(to_regnamespace($2), 'pg_namespace') AS stored
+     FROM pg_attribute a JOIN pg_class cl ON cl.oid = a.attrelid JOIN pg_namespace n ON n.oid = cl.relnamespace
+     WHERE n.nspname = 'public' AND cl.relname = ANY($1::text[]) AND a.attnum > 0 AND NOT a.attisdropped`, [all, AFTER])).rows[0]!;
+  if (sig.stored === sig.sig) return;
+  const ddl: string[] = [];
+  for (const schema of [BEFORE, AFTER]) {
+    ddl.push(`DROP SCHEMA IF EXISTS ${schema} CASCADE;`, `CREATE SCHEMA ${schema};`);
+    for (const rel of all) ddl.push(`CREATE UNLOGGED TABLE ${schema}.${ident(rel)} (LIKE public.${ident(rel)} INCLUDING DEFAULTS);`);
+  }
+  ddl.push(`COMMENT ON SCHEMA ${AFTER} IS '${sig.sig}';`);
+  await c.query(ddl.join('\n'));
+}
+
 /**
  * Applies every pending delta (the log rows visible in this snapshot, then deleted): the
- * logged sessions and events as they were before (the earliest logged state) and as they are
- * now go into temporary tables named sessions and events, which shadow the real ones for the
- * refresh functions (pg_temp comes first in the search path), as do empty temporary copies of
- * every catalogued rollup table. Each additive function runs for every hour those rows touch,
- * once over the old rows and once over the new; the difference is added to the real tables,
- * into hours that await no recompute and days that are built (catalogue `days`).
+ * logged sessions and events as they were before (the earliest logged state) go into the
+ * shadow schema tm_delta_before, as they are now into tm_delta_after; each additive refresh
+ * function runs for every hour those rows touch, once with each schema first in the search
+ * path, so it reads the shadow sessions and events and writes the shadow rollup tables. The
+ * difference (after - before) is added to the real tables, into hours that await no
+ * recompute and days that are built (catalogue `days`).
  */
 async function applyDeltas(
   c: PoolClient,
@@ -290,59 +317,55 @@ async function applyDeltas(
   if (!pending.rows[0]?.n) return [];
   const additive = [...fnRelations].filter(([, rels]) => rels.every(isCatalogued));
   const relations = additive.flatMap(([, rels]) => rels);
+  await ensureShadows(c, relations);
+  const shadows = [...SHADOWED_SOURCES, ...relations];
+  await c.query([BEFORE, AFTER].flatMap((schema) => shadows.map((t) => `DELETE FROM ${schema}.${ident(t)};`)).join('\n'));
 
   await c.query(`CREATE TEMP TABLE tm_d_sessions ON COMMIT DROP AS
     SELECT DISTINCT ON (session_id) project_id, session_id, started_at, old FROM public.rollup_delta_sessions ORDER BY session_id, seq`);
   await c.query(`CREATE TEMP TABLE tm_d_events ON COMMIT DROP AS
     SELECT DISTINCT ON (created_at, event_id) project_id, event_id, created_at, session_id, op, old
     FROM public.rollup_delta_events ORDER BY created_at, event_id, seq`);
-  // Events as they are now: every event of a logged session, and every logged event.
-  await c.query(`CREATE TEMP TABLE tm_now_events ON COMMIT DROP AS
+  await c.query('CREATE TEMP TABLE tm_rebuild (project_id text, bucket timestamptz) ON COMMIT DROP');
+  await c.query('INSERT INTO tm_rebuild SELECT DISTINCT * FROM unnest($1::text[], $2::timestamptz[])',
+    [rebuildEntries.map((e) => e.project_id), rebuildEntries.map((e) => e.bucket.toISOString())]);
+  // Row counts for the planner: the joins below must take the events by index, whatever the hour's size.
+  await c.query('ANALYZE tm_d_sessions, tm_d_events, tm_rebuild');
+  // After: every event of a logged session and every logged event, as they are now.
+  await c.query(`INSERT INTO ${AFTER}.events
     SELECT DISTINCT ON (x.created_at, x.id) x.* FROM (
       SELECT e.* FROM public.events e JOIN tm_d_sessions d ON e.session_id = d.session_id AND e.project_id = d.project_id
       UNION ALL
       SELECT e.* FROM public.events e JOIN tm_d_events d ON e.created_at = d.created_at AND e.id = d.event_id
     ) x ORDER BY x.created_at, x.id`);
-  await c.query('CREATE TEMP TABLE tm_rebuild (project_id text, bucket timestamptz) ON COMMIT DROP');
-  await c.query('INSERT INTO tm_rebuild SELECT DISTINCT * FROM unnest($1::text[], $2::timestamptz[])',
-    [rebuildEntries.map((e) => e.project_id), rebuildEntries.map((e) => e.bucket.toISOString())]);
-
-  // The shadows.
-  await c.query(`CREATE TEMP TABLE sessions (LIKE public.sessions INCLUDING DEFAULTS) ON COMMIT DROP;
-    CREATE TEMP TABLE events (LIKE public.events INCLUDING DEFAULTS) ON COMMIT DROP;
-    CREATE TEMP TABLE rollup_invalidations (LIKE public.rollup_invalidations INCLUDING DEFAULTS) ON COMMIT DROP;`);
+  await c.query(`INSERT INTO ${AFTER}.sessions SELECT s.* FROM public.sessions s
+    JOIN tm_d_sessions d ON s.started_at = d.started_at AND s.id = d.session_id`);
   // Before: the earliest logged row of each session (none: it is new); the events without
   // those logged (an insert was not there, a change or deletion was as logged).
-  await c.query(`INSERT INTO pg_temp.sessions SELECT (jsonb_populate_record(NULL::public.sessions, d.old)).*
+  await c.query(`INSERT INTO ${BEFORE}.sessions SELECT (jsonb_populate_record(NULL::public.sessions, d.old)).*
     FROM tm_d_sessions d WHERE d.old IS NOT NULL`);
-  await c.query(`INSERT INTO pg_temp.events
-    SELECT n.* FROM tm_now_events n WHERE NOT EXISTS (SELECT 1 FROM tm_d_events d WHERE d.created_at = n.created_at AND d.event_id = n.id)
+  await c.query(`INSERT INTO ${BEFORE}.events
+    SELECT n.* FROM ${AFTER}.events n WHERE NOT EXISTS (SELECT 1 FROM tm_d_events d WHERE d.created_at = n.created_at AND d.event_id = n.id)
     UNION ALL
     SELECT (jsonb_populate_record(NULL::public.events, d.old)).* FROM tm_d_events d WHERE d.op IN ('u', 'd')`);
   const { rows: hours } = await c.query<{ project_id: string; bucket: Date }>(`
     SELECT DISTINCT project_id, bucket FROM (
-      SELECT project_id, date_trunc('hour', started_at, 'UTC') AS bucket FROM pg_temp.sessions
-      UNION ALL SELECT project_id, date_trunc('hour', started_at, 'UTC') FROM tm_d_sessions
-      UNION ALL SELECT project_id, date_trunc('hour', created_at, 'UTC') FROM pg_temp.events
-      UNION ALL SELECT project_id, date_trunc('hour', created_at, 'UTC') FROM tm_now_events
+      SELECT project_id, date_trunc('hour', started_at, 'UTC') AS bucket FROM ${BEFORE}.sessions
+      UNION ALL SELECT project_id, date_trunc('hour', started_at, 'UTC') FROM ${AFTER}.sessions
+      UNION ALL SELECT project_id, date_trunc('hour', created_at, 'UTC') FROM ${BEFORE}.events
+      UNION ALL SELECT project_id, date_trunc('hour', created_at, 'UTC') FROM ${AFTER}.events
     ) h ORDER BY bucket, project_id`);
-  const run = async () => {
-    await c.query(relations.map((rel) => `CREATE TEMP TABLE ${ident(rel)} (LIKE public.${ident(rel)} INCLUDING DEFAULTS) ON COMMIT DROP;`).join('\n'));
-    // Cached plans of the functions name the real tables; a new temporary table invalidates
-    // nothing by itself.
+  const path = (await c.query<{ search_path: string }>('SHOW search_path')).rows[0]!.search_path;
+  for (const schema of [BEFORE, AFTER]) {
+    // The functions' cached plans are made again for this search path.
+    await c.query(`SET LOCAL search_path = ${schema}, ${path}`);
     await c.query('DISCARD PLANS');
     for (const h of hours) {
       for (const [fn] of additive) await c.query(`SELECT public.${ident(fn)}($1::text, $2::timestamptz)`, [h.project_id, h.bucket.toISOString()]);
     }
-  };
-  await run();
-  await c.query(relations.map((rel) => `ALTER TABLE pg_temp.${ident(rel)} RENAME TO ${ident(`${rel}__old`)};`).join('\n'));
-  // After: the sessions and events as they are now.
-  await c.query('TRUNCATE pg_temp.sessions, pg_temp.events');
-  await c.query(`INSERT INTO pg_temp.sessions SELECT s.* FROM public.sessions s
-    JOIN tm_d_sessions d ON s.started_at = d.started_at AND s.id = d.session_id`);
-  await c.query('INSERT INTO pg_temp.events SELECT * FROM tm_now_events');
-  await run();
+  }
+  await c.query(`SET LOCAL search_path = ${path}`);
+  await c.query('DISCARD PLANS');
 
   const columns = await columnsOf(c, relations);
   for (const rel of relations) {
@@ -352,26 +375,24 @@ async function applyDeltas(
   if (relations.includes('event_properties_raw_hours')) {
     // A numeric text too long for numeric: the key's hour is read raw, and keeps no rows.
     await c.query(`INSERT INTO public.event_properties_raw_hours
-      SELECT DISTINCT r.* FROM pg_temp.event_properties_raw_hours r
+      SELECT DISTINCT r.* FROM ${AFTER}.event_properties_raw_hours r
       WHERE NOT EXISTS (SELECT 1 FROM tm_rebuild x WHERE x.project_id = r.project_id AND x.bucket = r.bucket)
       ON CONFLICT DO NOTHING`);
     await c.query(`DELETE FROM public.event_properties_hourly h USING public.event_properties_raw_hours r
       WHERE h.project_id = r.project_id AND h.bucket = r.bucket AND h.key = r.key
-        AND (r.project_id, r.bucket) IN (SELECT project_id, bucket FROM pg_temp.event_properties_raw_hours)`);
+        AND (r.project_id, r.bucket) IN (SELECT project_id, bucket FROM ${AFTER}.event_properties_raw_hours)`);
   }
   // A built day whose daily rows this delta could not reach (its bucket is not the one the
   // project's timezone gives now) is no longer listed: reads take its hours.
   for (const days of new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && relations.includes(d)))) {
     const dailies = ROLLUP_CATALOGUE.filter((e) => e.days === days && relations.includes(e.relation)).map((e) => e.relation);
-    const reached = dailies.flatMap((r) => [`SELECT project_id, bucket FROM pg_temp.${ident(r)}`, `SELECT project_id, bucket FROM pg_temp.${ident(`${r}__old`)}`]).join(' UNION ');
+    const reached = dailies.flatMap((r) => [BEFORE, AFTER].map((schema) => `SELECT project_id, bucket FROM ${schema}.${ident(r)}`)).join(' UNION ');
     await c.query(`DELETE FROM public.${ident(days)} d
       WHERE EXISTS (SELECT 1 FROM unnest($1::text[], $2::timestamptz[]) AS h(p, b)
                     WHERE h.p = d.project_id AND h.b >= d.bucket AND h.b < d.bucket + d.hours * interval '1 hour')
         AND (d.project_id, d.bucket) NOT IN (${reached})`,
     [hours.map((h) => h.project_id), hours.map((h) => h.bucket.toISOString())]);
   }
-
-  await promoteUnbuiltDays(c, hours, [...new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && relations.includes(d)))]);
 
   // Hours whose sketches may have lost an element: a deleted event's, and the start hour of a
   // session whose profile changed.
@@ -384,12 +405,11 @@ async function applyDeltas(
       WHERE d.old IS NOT NULL AND d.old ->> 'profile_id' IS DISTINCT FROM s.profile_id
     ) h WHERE NOT EXISTS (SELECT 1 FROM tm_rebuild r WHERE r.project_id = h.project_id AND r.bucket = h.bucket)`);
 
+  await promoteUnbuiltDays(c, hours, [...new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && relations.includes(d)))]);
+
   await c.query('DELETE FROM public.rollup_delta_sessions');
   await c.query('DELETE FROM public.rollup_delta_events');
-  const shadows = ['sessions', 'events', 'rollup_invalidations', 'tm_d_sessions', 'tm_d_events', 'tm_now_events', 'tm_rebuild',
-    ...relations, ...relations.map((r) => `${r}__old`)];
-  await c.query(`DROP TABLE ${shadows.map((t) => `pg_temp.${ident(t)}`).join(', ')}`);
-  await c.query('DISCARD PLANS');
+  await c.query('DROP TABLE pg_temp.tm_d_sessions, pg_temp.tm_d_events, pg_temp.tm_rebuild');
   return sketchHours;
 }
 
@@ -457,9 +477,9 @@ async function mergeDelta(c: PoolClient, e: RollupEntry, columns: ColumnInfo[]):
   await c.query(`
     WITH d AS MATERIALIZED (
       SELECT ${combine} FROM (
-        SELECT ${now} FROM pg_temp.${rel}
+        SELECT ${now} FROM ${AFTER}.${rel}
         UNION ALL
-        SELECT ${before} FROM pg_temp.${ident(`${e.relation}__old`)}
+        SELECT ${before} FROM ${BEFORE}.${rel}
       ) x
       WHERE ${eligible}
       GROUP BY ${k.join(', ')}
