@@ -461,7 +461,7 @@ async function mergeDelta(c: PoolClient, e: RollupEntry, columns: ColumnInfo[]):
   ].join(', ');
   const measureList = [...e.sums, ...mins, ...maxes, ...latest, ...unions];
   const cols = [...k, ...measureList.map(ident)].join(', ');
-  const keep = e.presence ? `sum(${ident(e.presence)}) <> 0` : unions.map((m) => `bool_or(${ident(m)} IS NOT NULL)`).join(' AND ');
+  const keep = e.presence ? `sum(${ident(e.presence)}) > 0` : unions.map((m) => `bool_or(${ident(m)} IS NOT NULL)`).join(' AND ');
   const eligible = e.grain === 'hour'
     ? 'NOT EXISTS (SELECT 1 FROM tm_rebuild r WHERE r.project_id = x.project_id AND r.bucket = x.bucket)'
     : e.days
