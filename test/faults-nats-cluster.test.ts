@@ -87,7 +87,11 @@ test('R3 stream: leader SIGKILLed and its store lost under load, replaced 10 s l
     const tallyAfter = load.tally(load.sentBetween(replacedAt, Infinity));
     t.diagnostic(`answers sent before the kill ${JSON.stringify(tallyBefore)}, while a node was missing ${JSON.stringify(tallyOutage)}, after the replacement ${JSON.stringify(tallyAfter)}`);
 
-    await waitForSettled(env.db, load, 60_000);
+    // Liveness, not the promise (the reconciliation below is): on a loaded CI machine the
+    // worker's catch-up after the leader change once took longer than 60 s.
+    const settleStart = Date.now();
+    await waitForSettled(env.db, load, 150_000);
+    t.diagnostic(`every accepted event stored ${Date.now() - settleStart} ms after the load stopped`);
     const rec = await reconcile(env.db, load);
     t.diagnostic(`reconciliation: ${JSON.stringify(rec)}`);
 

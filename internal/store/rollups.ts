@@ -96,7 +96,7 @@ export async function refreshRollups(db: Pool, timescale: boolean, opts: Refresh
   try {
     await c.query('SELECT pg_advisory_lock($1)', [REFRESH_LOCK]);
     try {
-      return await refreshRound(c, timescale, opts);
+      return await refreshRound(db, c, timescale, opts);
     } finally {
       await c.query('SELECT pg_advisory_unlock($1)', [REFRESH_LOCK]);
     }
@@ -105,7 +105,10 @@ export async function refreshRollups(db: Pool, timescale: boolean, opts: Refresh
   }
 }
 
-async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOptions): Promise<RefreshResult> {
+/** Pools whose database has sql/025 (a schema only moves forward: checked until it has). */
+const schemaReady = new WeakSet<Pool>();
+
+async function refreshRound(db: Pool, c: PoolClient, timescale: boolean, opts: RefreshOptions): Promise<RefreshResult> {
   const before = opts.before ?? new Date(Math.floor(Date.now() / HOUR_MS) * HOUR_MS);
   const quietMs = opts.quietMs ?? 0;
   const maxDelayMs = Math.max(quietMs, opts.maxDelayMs ?? 300_000);
@@ -113,10 +116,11 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
   const kinds = await rollupKinds(c as unknown as Pool);
   // A database not yet migrated to sql/025 (an upgrade under way) logs no deltas: every entry
   // is a recompute.
-  const schema = (await c.query<{ deltas: boolean; times: boolean }>(
+  const schema = schemaReady.has(db) ? { deltas: true, times: true } : (await c.query<{ deltas: boolean; times: boolean }>(
     `SELECT to_regclass('public.rollup_delta_sessions') IS NOT NULL AS deltas,
             EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'public'
                     AND table_name = 'rollup_invalidations' AND column_name = 'first_at') AS times`)).rows[0]!;
+  if (schema.deltas && schema.times) schemaReady.add(db);
   const deltas = schema.deltas;
   const rebuildCol = deltas ? 'rebuild' : 'true AS rebuild';
   const timeCols = schema.times ? 'first_at, last_at' : 'now() AS first_at, now() AS last_at';
@@ -173,7 +177,8 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
     // The refresh functions build a local day when no other hour of it awaits a recompute:
     // they see a temporary rollup_invalidations holding those hours (delta hours are exact by
     // now), from which each recomputed hour goes once it is done.
-    await shadowInvalidations(c, entries.filter((e) => e.rebuild));
+    const recomputing = due.length > 0 || sketchHours.length > 0 || (deltaDue && deltaEntries.length > 0 && [...fnRelations].some(([, rels]) => !rels.every(isCatalogued)));
+    if (recomputing) await shadowInvalidations(c, entries.filter((e) => e.rebuild));
     // Functions whose tables cannot take a delta (the hll sketches' distinct counts): their
     // delta hours are recomputed.
     const nonAdditive = [...fnRelations].filter(([, rels]) => !rels.every(isCatalogued)).map(([fn]) => fn);
@@ -193,8 +198,10 @@ async function refreshRound(c: PoolClient, timescale: boolean, opts: RefreshOpti
       for (const fn of kinds.refreshFunctions) await c.query(`SELECT ${ident(fn)}($1::text, $2::timestamptz)`, [e.project_id, e.bucket.toISOString()]);
       await c.query('DELETE FROM pg_temp.rollup_invalidations WHERE project_id = $1 AND bucket = $2', [e.project_id, e.bucket.toISOString()]);
     }
-    await c.query('DROP TABLE pg_temp.rollup_invalidations');
-    await c.query('DISCARD PLANS');
+    if (recomputing) {
+      await c.query('DROP TABLE pg_temp.rollup_invalidations');
+      await c.query('DISCARD PLANS');
+    }
     await c.query('COMMIT');
     done = [...due.flat(), ...(deltaDue ? deltaEntries : [])];
     dealt = done.length;
@@ -243,13 +250,15 @@ async function refreshFunctions(c: PoolClient): Promise<Map<string, string[]>> {
 }
 
 async function shadowInvalidations(c: PoolClient, rebuildEntries: Entry[]): Promise<void> {
-  await c.query('CREATE TEMP TABLE rollup_invalidations (LIKE public.rollup_invalidations INCLUDING DEFAULTS) ON COMMIT DROP');
+  await c.query(`CREATE TEMP TABLE rollup_invalidations (LIKE public.rollup_invalidations INCLUDING DEFAULTS) ON COMMIT DROP;
+    CREATE INDEX ON pg_temp.rollup_invalidations (project_id, bucket);`);
   await c.query(
     `INSERT INTO pg_temp.rollup_invalidations (project_id, bucket, shard, version)
      SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::int4[], $4::int8[])`,
     [rebuildEntries.map((e) => e.project_id), rebuildEntries.map((e) => e.bucket.toISOString()), rebuildEntries.map((e) => e.shard),
       rebuildEntries.map((e) => e.version)],
   );
+  await c.query('ANALYZE pg_temp.rollup_invalidations');
   // Cached plans of the functions name the real table; a new temporary one invalidates nothing.
   await c.query('DISCARD PLANS');
 }
