@@ -312,8 +312,9 @@ async function logUpdatedEvents(c: PoolClient, scope: DeltaScope, d: ShardBatch[
 /**
  * Logs the (project, hour) buckets whose sessions or events changed, in this shard's own
  * rows (no waiting on other shards): the hour a session started in (session rollups) and
- * the hour of created_at of every event inserted, changed or deleted (event rollups,
- * sql/009_event_rollups.sql). `rebuild` is false for an hour before the cutoff (its changes
+ * the hour of created_at of every event inserted or deleted (event rollups,
+ * sql/009_event_rollups.sql; a view's changed duration counts only in pages rows, which are
+ * by the session's start hour). `rebuild` is false for an hour before the cutoff (its changes
  * are logged as deltas) and true for the current hour; a true stays true, and its last_at
  * (ROLLUP_REFRESH_QUIET_MS) moves only with writes that need the recompute. Always an UPDATE
  * of the version on conflict, so the row lock orders this commit against a concurrent
