@@ -9,17 +9,10 @@
 // delta rows it consumes agree); log entries are removed afterwards, each only at the version
 // read, so an hour changed meanwhile stays logged (and read raw) for the next round.
 import type { Pool, PoolClient } from './db';
-import { BOOKKEEPING, catalogueEntry, isCatalogued, measuresOf, ROLLUP_CATALOGUE, type RollupEntry } from './rollup-catalogue';
+import { catalogueEntry, isCatalogued, measuresOf, ROLLUP_CATALOGUE, type RollupEntry } from './rollup-catalogue';
 
 export interface RefreshResult {
   buckets: number;
-}
-
-interface Invalidation {
-  project_id: string;
-  bucket: Date;
-  shard: number;
-  version: number;
 }
 
 /** Every rollup relation (sql/007_rollup_registry.sql). */
@@ -393,7 +386,8 @@ async function applyDeltas(
   }
   // A built day whose daily rows this delta could not reach (its bucket is not the one the
   // project's timezone gives now) is no longer listed: reads take its hours.
-  for (const days of new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && relations.includes(d)))) {
+  const daysTables = [...new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && relations.includes(d)))];
+  for (const days of daysTables) {
     const dailies = ROLLUP_CATALOGUE.filter((e) => e.days === days && relations.includes(e.relation)).map((e) => e.relation);
     const reached = dailies.flatMap((r) => [BEFORE, AFTER].map((schema) => `SELECT project_id, bucket FROM ${schema}.${ident(r)}`)).join(' UNION ');
     await c.query(`DELETE FROM public.${ident(days)} d
@@ -414,7 +408,7 @@ async function applyDeltas(
       WHERE d.old IS NOT NULL AND d.old ->> 'profile_id' IS DISTINCT FROM s.profile_id
     ) h WHERE NOT EXISTS (SELECT 1 FROM tm_rebuild r WHERE r.project_id = h.project_id AND r.bucket = h.bucket)`);
 
-  await promoteUnbuiltDays(c, hours, [...new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && relations.includes(d)))]);
+  await promoteUnbuiltDays(c, hours, daysTables);
 
   await c.query('DELETE FROM public.rollup_delta_sessions');
   await c.query('DELETE FROM public.rollup_delta_events');
@@ -500,4 +494,3 @@ async function mergeDelta(c: PoolClient, e: RollupEntry, columns: ColumnInfo[]):
     HAVING ${keep}`);
 }
 
-export { BOOKKEEPING };

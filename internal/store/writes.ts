@@ -298,7 +298,8 @@ async function logInsertedEvents(c: PoolClient, scope: DeltaScope, events: Event
 
 /** Old rows of late events about to change their duration (a view followed by the next one). */
 async function logUpdatedEvents(c: PoolClient, scope: DeltaScope, d: ShardBatch['viewDurations']): Promise<void> {
-  if (!d.length) return;
+  // Only a batch with a late session or a view of a past hour can have one: no statement otherwise.
+  if (!scope.lateSessions.size && !d.some((x) => x.createdAt < scope.cutoff)) return;
   await c.query(
     `INSERT INTO rollup_delta_events (project_id, event_id, created_at, session_id, op, old)
      SELECT e.project_id, e.id, e.created_at, e.session_id, 'u', to_jsonb(e)
