@@ -63,6 +63,12 @@ export class ShardRunner {
   private highestSeen = 0;
   private committed = 0;
   private messages: { stop(): void; close(): Promise<void | Error> } | null = null;
+  /** Counts the consumers opened: a message or notification of an earlier one is ignored. */
+  private generation = 0;
+  /** The highest delivery (consumer) sequence received from the current consumer. */
+  private delivered = 0;
+  /** Why the consumer must be reopened at the committed position (null: it need not). */
+  private rewind: string | null = null;
 
   constructor(readonly shard: number, private readonly deps: ShardRunnerDeps) {
     this.cache = new LRUCache<string, SessionState>({ max: Math.max(1, deps.cacheMax) });
@@ -95,23 +101,14 @@ export class ShardRunner {
     const { bus, db, log } = this.deps;
     let committed = await committedSeq(db, bus.streamName, this.shard);
     this.committed = committed;
-    const consumer = await bus.openShard(this.shard, committed + 1);
-    const messages = await consumer.consume({
-      max_messages: Math.max(100, this.deps.batchMax),
-      callback: (m) => {
-        // Already committed (its ack was lost): ack again. Held in the queue: ignore.
-        if (m.seq <= this.committed) return void m.ack();
-        if (m.seq <= this.highestSeen) return;
-        this.highestSeen = m.seq;
-        this.arrivedAt.set(m, performance.now());
-        this.queue.push(m);
-        this.wake?.();
-      },
-    });
-    this.messages = messages;
+    await this.open(committed + 1);
     log.info({ shard: this.shard, from: committed + 1 }, 'shard taken');
     let failures = 0;
     while (!this.stopping) {
+      if (this.rewind) {
+        await this.reopen(committed);
+        continue;
+      }
       if (!this.queue.length) {
         await new Promise<void>((r) => {
           this.wake = r;
@@ -130,7 +127,87 @@ export class ShardRunner {
       if (outcome.fenced) break;
       if (outcome.backoffMs) await sleep(outcome.backoffMs);
     }
-    await messages.close().catch(() => {});
+    await this.messages?.close().catch(() => {});
+  }
+
+  /**
+   * Opens the shard's consumer at `from` and consumes it. Deliveries must come without a gap:
+   * the shard's messages are committed in order, so one that never arrived (its delivery lost
+   * with a connection or a stream leader, while the consumer counts it as delivered) would be
+   * redelivered only after ack_wait, behind later messages already committed, and skipped.
+   * A gap in the delivery sequence, an idle heartbeat naming a delivery not received, or a
+   * consumer gone asks for a rewind instead: the consumer is reopened at the committed
+   * position (in PostgreSQL, with the batches), as NATS's ordered consumers do.
+   */
+  private async open(from: number): Promise<void> {
+    const gen = ++this.generation;
+    this.delivered = 0;
+    this.highestSeen = from - 1;
+    const consumer = await this.deps.bus.openShard(this.shard, from);
+    const messages = await consumer.consume({
+      max_messages: Math.max(100, this.deps.batchMax),
+      // A lost delivery at the tail (nothing after it to show the gap) shows in the next idle
+      // heartbeat: within this long, not after ack_wait.
+      expires: 10_000,
+      callback: (m) => this.receive(gen, m),
+    });
+    this.messages = messages;
+    void (async () => {
+      for await (const s of messages.status()) {
+        if (gen !== this.generation) break;
+        if (s.type === 'heartbeat' && s.lastConsumerSequence > this.delivered) {
+          this.askRewind(`the consumer delivered up to ${s.lastConsumerSequence}, the runner received up to ${this.delivered}`);
+        } else if (s.type === 'consumer_deleted' || s.type === 'consumer_not_found') {
+          this.askRewind(`the shard consumer is gone (${s.type})`);
+        }
+      }
+    })().catch(() => {});
+  }
+
+  private receive(gen: number, m: BusMessage): void {
+    // An earlier consumer's, or one being replaced: the reopened consumer delivers it again.
+    if (gen !== this.generation || this.rewind) return;
+    const dseq = m.info.deliverySequence;
+    if (dseq > this.delivered + 1) {
+      this.askRewind(`delivery ${this.delivered + 1} of the shard consumer never arrived (got ${dseq})`);
+      return;
+    }
+    this.delivered = Math.max(this.delivered, dseq);
+    // Already committed (its ack was lost): ack again. Held in the queue: ignore.
+    if (m.seq <= this.committed) return void m.ack();
+    if (m.seq <= this.highestSeen) return;
+    this.highestSeen = m.seq;
+    this.arrivedAt.set(m, performance.now());
+    this.queue.push(m);
+    this.wake?.();
+  }
+
+  private askRewind(why: string): void {
+    if (this.rewind || this.stopping) return;
+    this.rewind = why;
+    this.deps.metrics.workerErrors.inc({ kind: 'rewind' });
+    this.deps.log.warn({ shard: this.shard, from: this.committed + 1, why }, 'shard consumer reopened at the committed position');
+    this.wake?.();
+  }
+
+  /** Drops what is queued (not committed, not acked) and consumes again from after `committed`. */
+  private async reopen(committed: number): Promise<void> {
+    this.queue = [];
+    const old = this.messages;
+    this.messages = null;
+    old?.stop();
+    await old?.close().catch(() => {});
+    for (let attempt = 0; !this.stopping; attempt++) {
+      try {
+        this.rewind = null;
+        await this.open(committed + 1);
+        return;
+      } catch (err) {
+        // No stream leader yet, say: try again, as a failed batch is.
+        this.deps.log.warn({ err, shard: this.shard, attempt }, 'could not reopen the shard consumer; retrying');
+        await sleep(Math.min(5000, 200 * 2 ** Math.min(attempt, 5)));
+      }
+    }
   }
 
   /**
