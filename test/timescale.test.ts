@@ -513,3 +513,73 @@ test('upgrade: sql/023 fills the view counts of existing rollup rows in place, l
     await own.stop();
   }
 });
+
+test('upgrade: sql/026 turns the session continuous aggregates into tables the service keeps, with the rows a refresh writes, and recomputes hours with pending deltas', SLOW, async (t) => {
+  // An engine of its own: the migrations 001-025, rollups refreshed (the aggregates
+  // materialized), one more session logged for a delta, then 026.
+  const own = await startTimescale();
+  const db = new pg.Pool({ connectionString: own.url, max: 1 });
+  try {
+    const files = migrationFiles();
+    const at = files.indexOf('026_session_rollups_kept.sql');
+    assert.ok(at > 0);
+    const t0 = performance.now();
+    for (const f of files.slice(0, at)) await db.query(migrationSql(f));
+    t.diagnostic(`001-025 applied in ${Math.round(performance.now() - t0)} ms`);
+    const dims = (await db.query('SELECT relation FROM rollup_dimensions ORDER BY relation')).rows.map((r) => r.relation as string);
+    const sessionRollups = ['rollup_sessions_hourly', ...dims].sort();
+    const caggs = async () => (await db.query(
+      `SELECT view_name FROM timescaledb_information.continuous_aggregates WHERE view_schema = 'public' AND view_name = ANY($1::text[])`, [sessionRollups],
+    )).rowCount;
+    assert.equal(await caggs(), sessionRollups.length, 'before 026: continuous aggregates');
+    await db.query(`INSERT INTO projects (id, name, timezone) VALUES ('t', 't', 'UTC')`);
+    // 300 sessions 7 minutes apart, every tenth a bot; countries, cities, bounces, durations
+    const insertSessions = (from: number, to: number) => db.query(
+      `INSERT INTO sessions (id, project_id, device_id, profile_id, started_at, last_event_at, entry_origin, entry_path, screen_view_count,
+         is_bounce, duration_ms, is_bot, device, city, country, browser, browser_version)
+       SELECT md5('t' || g)::uuid, 't', 'd' || g, 'd' || g, t, t + (g % 5) * interval '1 minute', 'o', '/p' || (g % 3), 1 + g % 4,
+              g % 4 = 0, (g % 5) * 60000, g % 10 = 0, (ARRAY['mobile', 'desktop'])[1 + g % 2], (ARRAY['Berlin', '', 'Lyon'])[1 + g % 3],
+              (ARRAY['DE', 'FR'])[1 + g % 2], 'Firefox', (120 + g % 3)::text
+       FROM generate_series($1::int, $2::int) g, LATERAL (SELECT '2026-10-01T00:00:00Z'::timestamptz + g * interval '7 minutes' AS t) x`,
+      [from, to],
+    );
+    await insertSessions(1, 300);
+    const logAll = `INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions
+                    ON CONFLICT DO NOTHING`;
+    const before = new Date('2026-11-05T00:00:00Z');
+    await db.query(logAll);
+    while ((await refreshRollups(db, true, { before })).buckets > 0);
+    // A late session into a materialized hour, logged as a delta would be (no recompute).
+    await insertSessions(301, 301);
+    await db.query(`INSERT INTO rollup_invalidations (project_id, bucket, rebuild)
+                    SELECT project_id, date_trunc('hour', started_at, 'UTC'), false FROM sessions WHERE id = md5('t301')::uuid`);
+
+    await db.query(migrationSql('026_session_rollups_kept.sql'));
+    assert.equal(await caggs(), 0, 'after 026: no session continuous aggregate');
+    const kinds = await db.query(`SELECT relname, relkind::text FROM pg_class WHERE relname = ANY($1::text[]) AND relnamespace = 'public'::regnamespace ORDER BY relname`, [sessionRollups]);
+    assert.deepEqual(kinds.rows, sessionRollups.map((relname) => ({ relname, relkind: 'r' })), 'plain tables');
+    const registry = await db.query('SELECT relation, refresh_fn FROM rollup_registry WHERE relation = ANY($1::text[]) ORDER BY relation', [sessionRollups]);
+    assert.deepEqual(registry.rows, sessionRollups.map((relation) => ({ relation, refresh_fn: 'tm_refresh_rollup_bucket' })), 'kept by the service');
+    const events = await db.query(`SELECT count(*)::int AS n FROM timescaledb_information.continuous_aggregates WHERE view_name LIKE 'events\\_%'`);
+    assert.ok(events.rows[0].n > 0, 'the event aggregates stay continuous aggregates');
+    const pending = await db.query('SELECT rebuild FROM rollup_invalidations');
+    assert.deepEqual(pending.rows, [{ rebuild: true }], 'the hour with a pending delta is recomputed, not added to');
+
+    const snapshot = async () => {
+      const out: Record<string, string[]> = {};
+      for (const table of sessionRollups) out[table] = (await db.query(`SELECT coalesce(array_agg(t::text ORDER BY t::text), '{}') AS r FROM ${table} t`)).rows[0].r;
+      return out;
+    };
+    const migrated = await snapshot();
+    const humans = (await db.query('SELECT count(*)::int AS n FROM sessions WHERE NOT is_bot')).rows[0].n as number;
+    const total = (await db.query('SELECT sum(sessions)::int AS n FROM rollup_sessions_hourly')).rows[0].n as number;
+    assert.equal(total, humans, 'every human session, the late one too; no bot');
+    assert.equal((await db.query('SELECT sum(sessions)::int AS n FROM rollup_city_hourly')).rows[0].n, humans);
+    await db.query(logAll);
+    while ((await refreshRollups(db, true, { before })).buckets > 0);
+    assert.deepEqual(await snapshot(), migrated, 'the rows a recompute of every hour writes');
+  } finally {
+    await db.end();
+    await own.stop();
+  }
+});
