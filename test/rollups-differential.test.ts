@@ -49,6 +49,7 @@ import { ShardRunner } from '../internal/worker/shard-runner';
 import { TestEnv, post, startApp, track, waitFor, type Credentials } from './support/harness';
 import { mulberry32 } from './support/random';
 import { IPS, SITE, UAS } from './support/sessions-traffic';
+import { allRows, searchParams } from './support/sql-db';
 
 const SEED = Number(process.env.DIFFTEST_SEED ?? 20261127);
 const MIN = 60_000;
@@ -346,25 +347,12 @@ async function drainRefresh(projectId: string): Promise<void> {
 
 // ---------------------------------------------------------------- reads, auto vs raw
 type Q = Record<string, unknown>;
-const query = (params: Q): URLSearchParams => {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) q.set(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
-  return q;
-};
+const query = searchParams;
 const RAW: InsightsOptions = { path: 'raw' };
 const AUTO: InsightsOptions = {};
 const SKETCHES: InsightsOptions = { exactVisitorsMax: 0 };
 /** The hll extension is installed in the test database (then the sketch paths exist). */
 let hll = false;
-
-async function allRows<T>(fetch: (params: PageParams) => Promise<T[]>, base: PageParams, limit: number): Promise<T[]> {
-  const out: T[] = [];
-  for (let cursor = 1; ; cursor++) {
-    const page = await fetch({ ...base, cursor, limit });
-    out.push(...page);
-    if (page.length < limit) return out;
-  }
-}
 
 interface ReadContext { projectId: string; tz: string; day: LocalDate; now: Date; queries: GenQueries }
 
