@@ -46,7 +46,7 @@ import { refreshRollups } from '../internal/store/rollups';
 import { PartitionKeeper } from '../internal/store/writes';
 import { ShardManager } from '../internal/worker/shard-manager';
 import { ShardRunner } from '../internal/worker/shard-runner';
-import { TestEnv, post, startApp, track, waitFor, type Credentials } from './support/harness';
+import { TestEnv, closeWorker, post, startApp, track, waitFor, type Credentials } from './support/harness';
 import { mulberry32 } from './support/random';
 import { IPS, SITE, UAS } from './support/sessions-traffic';
 import { allRows, searchParams } from './support/sql-db';
@@ -266,11 +266,7 @@ before(async () => {
 });
 
 after(async () => {
-  await worker?.manager.close();
-  worker?.enricher.close();
-  await worker?.bus.drainAndClose();
-  worker?.redis.disconnect();
-  await worker?.db.end();
+  await closeWorker(worker);
   await api?.drain();
   await env?.teardown();
 });
