@@ -46,9 +46,9 @@ import { refreshRollups } from '../internal/store/rollups';
 import { PartitionKeeper } from '../internal/store/writes';
 import { ShardManager } from '../internal/worker/shard-manager';
 import { ShardRunner } from '../internal/worker/shard-runner';
-import { TestEnv, closeWorker, post, startApp, track, waitFor, type Credentials } from './support/harness';
+import { TestEnv, closeWorker, startApp, waitFor, type Credentials } from './support/harness';
 import { mulberry32 } from './support/random';
-import { IPS, SITE, UAS } from './support/sessions-traffic';
+import { IPS, SITE, UAS, postEvent } from './support/sessions-traffic';
 import { allRows, searchParams } from './support/sql-db';
 
 const SEED = Number(process.env.DIFFTEST_SEED ?? 20261127);
@@ -298,15 +298,10 @@ async function sendRound(
       }
     }
     for (const e of list) {
-      const props: Record<string, unknown> = { ...e.props, __timestamp: new Date(e.at).toISOString() };
-      if (e.url !== null) props.__path = e.url;
-      if (e.title !== null) props.__title = e.title;
-      if (e.referrer !== null) props.__referrer = e.referrer;
-      const res = await post(`${api.url}/track`, track(e.name, props, profileId ? { profileId } : {}), writer, { userAgent: ua, ip });
-      assert.equal(res.status, 202, `POST /track: ${res.status} ${JSON.stringify(res.body)}`);
+      const deviceId = await postEvent(api.url, writer, e, { userAgent: ua, ip, profileId });
       const known = deviceIds.get(i);
-      if (known) assert.equal(res.body.deviceId, known);
-      else deviceIds.set(i, res.body.deviceId);
+      if (known) assert.equal(deviceId, known);
+      else deviceIds.set(i, deviceId);
     }
   }));
   void projectId;
