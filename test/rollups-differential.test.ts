@@ -46,9 +46,10 @@ import { refreshRollups } from '../internal/store/rollups';
 import { PartitionKeeper } from '../internal/store/writes';
 import { ShardManager } from '../internal/worker/shard-manager';
 import { ShardRunner } from '../internal/worker/shard-runner';
-import { TestEnv, post, startApp, track, waitFor, type Credentials } from './support/harness';
+import { TestEnv, closeWorker, startApp, waitFor, type Credentials } from './support/harness';
 import { mulberry32 } from './support/random';
-import { IPS, SITE, UAS } from './support/sessions-traffic';
+import { IPS, SITE, UAS, postEvent } from './support/sessions-traffic';
+import { allRows, searchParams } from './support/sql-db';
 
 const SEED = Number(process.env.DIFFTEST_SEED ?? 20261127);
 const MIN = 60_000;
@@ -265,11 +266,7 @@ before(async () => {
 });
 
 after(async () => {
-  await worker?.manager.close();
-  worker?.enricher.close();
-  await worker?.bus.drainAndClose();
-  worker?.redis.disconnect();
-  await worker?.db.end();
+  await closeWorker(worker);
   await api?.drain();
   await env?.teardown();
 });
@@ -301,15 +298,10 @@ async function sendRound(
       }
     }
     for (const e of list) {
-      const props: Record<string, unknown> = { ...e.props, __timestamp: new Date(e.at).toISOString() };
-      if (e.url !== null) props.__path = e.url;
-      if (e.title !== null) props.__title = e.title;
-      if (e.referrer !== null) props.__referrer = e.referrer;
-      const res = await post(`${api.url}/track`, track(e.name, props, profileId ? { profileId } : {}), writer, { userAgent: ua, ip });
-      assert.equal(res.status, 202, `POST /track: ${res.status} ${JSON.stringify(res.body)}`);
+      const deviceId = await postEvent(api.url, writer, e, { userAgent: ua, ip, profileId });
       const known = deviceIds.get(i);
-      if (known) assert.equal(res.body.deviceId, known);
-      else deviceIds.set(i, res.body.deviceId);
+      if (known) assert.equal(deviceId, known);
+      else deviceIds.set(i, deviceId);
     }
   }));
   void projectId;
@@ -346,25 +338,12 @@ async function drainRefresh(projectId: string): Promise<void> {
 
 // ---------------------------------------------------------------- reads, auto vs raw
 type Q = Record<string, unknown>;
-const query = (params: Q): URLSearchParams => {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) q.set(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
-  return q;
-};
+const query = searchParams;
 const RAW: InsightsOptions = { path: 'raw' };
 const AUTO: InsightsOptions = {};
 const SKETCHES: InsightsOptions = { exactVisitorsMax: 0 };
 /** The hll extension is installed in the test database (then the sketch paths exist). */
 let hll = false;
-
-async function allRows<T>(fetch: (params: PageParams) => Promise<T[]>, base: PageParams, limit: number): Promise<T[]> {
-  const out: T[] = [];
-  for (let cursor = 1; ; cursor++) {
-    const page = await fetch({ ...base, cursor, limit });
-    out.push(...page);
-    if (page.length < limit) return out;
-  }
-}
 
 interface ReadContext { projectId: string; tz: string; day: LocalDate; now: Date; queries: GenQueries }
 

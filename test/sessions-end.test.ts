@@ -18,7 +18,7 @@ import { commitShardBatch, committedSeq, PartitionKeeper } from '../internal/sto
 import { deviceKey, processOps } from '../internal/worker/processor';
 import { ShardManager } from '../internal/worker/shard-manager';
 import { ShardRunner } from '../internal/worker/shard-runner';
-import { TestEnv, post, sleep, startApp, track, waitFor, type Credentials } from './support/harness';
+import { TestEnv, closeWorker, post, sleep, startApp, track, waitFor, type Credentials } from './support/harness';
 
 const TIMEOUT_MS = 1500;
 const UA = 'Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0';
@@ -72,12 +72,7 @@ before(async () => {
 });
 
 after(async () => {
-  await worker?.manager.close();
-  await worker?.jobs.close();
-  worker?.enricher.close();
-  await worker?.bus.drainAndClose();
-  worker?.redis.disconnect();
-  await worker?.db.end();
+  await closeWorker(worker);
   await api?.drain();
   await env?.teardown();
 });

@@ -20,7 +20,7 @@ import {
   CUBE_DIMENSIONS, cubeFor, dimensionPairFor, HLL_ERROR_BOUND, HLL_PARAMS, pairMetricsFor, planFor, rollupDimensionFor, rollupMetricsSql, type PlanTarget,
 } from './rollups';
 import { getBreakdown, getMetrics, type InsightsOptions } from './service';
-import { dropSqlDb } from '../../test/support/sql-db';
+import { allRows, dropSqlDb, searchParams } from '../../test/support/sql-db';
 
 const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DB_NAME = `tidemark_test_frollups_${randomBytes(6).toString('hex')}`;
@@ -139,25 +139,12 @@ after(() => dropDb(pool, DB_NAME));
 
 type Q = Record<string, string | number | Filter[]>;
 
-function query(params: Q): URLSearchParams {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) q.set(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
-  return q;
-}
+const query = searchParams;
 
 const RAW: InsightsOptions = { path: 'raw' };
 const AUTO: InsightsOptions = {};
 const SKETCHES: InsightsOptions = { exactVisitorsMax: 0 };
 const tzOf = (projectId: string) => [...PROJECTS, MANY].find((p) => p.id === projectId)!.timezone;
-
-async function allRows<T>(fetch: (params: PageParams) => Promise<T[]>, base: PageParams, limit: number): Promise<T[]> {
-  const out: T[] = [];
-  for (let cursor = 1; ; cursor++) {
-    const page = await fetch({ ...base, cursor, limit });
-    out.push(...page);
-    if (page.length < limit) return out;
-  }
-}
 
 const f = (name: string, operator: Filter['operator'], ...value: string[]): Filter => ({ name, operator, value });
 

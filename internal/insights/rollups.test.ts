@@ -16,7 +16,7 @@ import { refreshRollups } from '../store/rollups';
 import { SqlParams } from '../query/filters';
 import { HLL_ERROR_BOUND, planFor, rollupMetricsSql, rollupPagesSql } from './rollups';
 import { getBreakdown, getMetrics, getPages, type InsightsOptions } from './service';
-import { createSqlDb, dropSqlDb } from '../../test/support/sql-db';
+import { allRows, createSqlDb, dropSqlDb, searchParams } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_rollups_${randomBytes(6).toString('hex')}`;
 const HOUR = 3_600_000;
@@ -188,23 +188,10 @@ after(async () => {
 
 // ---------------------------------------------------------------------------------------
 
-function query(params: Record<string, string | number | Filter[]>): URLSearchParams {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) q.set(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
-  return q;
-}
+const query = searchParams;
 
 const RAW: InsightsOptions = { path: 'raw' };
 const AUTO: InsightsOptions = {};
-
-async function allRows<T>(fetch: (params: PageParams) => Promise<T[]>, base: PageParams, limit: number): Promise<T[]> {
-  const out: T[] = [];
-  for (let cursor = 1; ; cursor++) {
-    const page = await fetch({ ...base, cursor, limit });
-    out.push(...page);
-    if (page.length < limit) return out;
-  }
-}
 
 type Q = Record<string, string | number | Filter[]>;
 

@@ -13,7 +13,7 @@ import { QueryTimeoutError } from '../query/errors';
 import { parsePageParams, parsePeriodParams, type Filter, type PageParams } from '../query/params';
 import { refreshRollups } from '../store/rollups';
 import { mulberry32 } from '../../test/support/random';
-import { dropSqlDb } from '../../test/support/sql-db';
+import { allRows, dropSqlDb, searchParams } from '../../test/support/sql-db';
 import {
   getBreakdown,
   getMetrics,
@@ -481,22 +481,9 @@ after(() => dropSqlDb(pool, DB_NAME));
 // ---------------------------------------------------------------------------------------
 // Helpers
 
-function query(params: Record<string, string | number | Filter[]>): URLSearchParams {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) q.set(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
-  return q;
-}
+const query = searchParams;
 
 const NOW = new Date('2026-03-12T10:00:00Z');
-
-async function allPages<T>(fetch: (params: PageParams) => Promise<T[]>, base: PageParams, limit = 50): Promise<T[]> {
-  const out: T[] = [];
-  for (let cursor = 1; ; cursor++) {
-    const page = await fetch({ ...base, cursor, limit });
-    out.push(...page);
-    if (page.length < limit) return out;
-  }
-}
 
 interface Check {
   project: string;
@@ -514,11 +501,11 @@ async function checkEverything(c: Check): Promise<MetricsResponse> {
   const sc: Scenario = { sessions: data.get(c.project)!, start: Date.parse(c.start), end: Date.parse(c.end), filters: params.filters };
   const metrics = await getMetrics(pool, c.project, parsePeriodParams(query(c.q)), now);
   assert.deepEqual(metrics, expectedMetrics(sc, c.buckets), 'metrics');
-  const pages = await allPages((p) => getPages(pool, c.project, p, now), params);
+  const pages = await allRows((p) => getPages(pool, c.project, p, now), params, 50);
   assert.deepEqual(pages, expectedPages(sc), 'pages');
   await Promise.all(
     SESSION_DIMENSIONS.map(async (dim) => {
-      const rows = await allPages((p) => getBreakdown(pool, c.project, dim, p, now), params);
+      const rows = await allRows((p) => getBreakdown(pool, c.project, dim, p, now), params, 50);
       assert.deepEqual(rows, expectedBreakdown(sc, dim), `breakdown ${dim}`);
       assert.equal(rows.reduce((sum, r) => sum + r.sessions, 0), metrics.metrics.total_sessions, `${dim} sums to total`);
     }),

@@ -15,6 +15,10 @@ import { hashSecret, generateSecret } from '../../internal/auth/secrets';
 import { createClient, createProject, type ClientMode } from '../../internal/store/accounts';
 import { createPool, ensureDatabase, type Pool } from '../../internal/store/db';
 import { migrate } from '../../internal/store/migrate';
+import type { Bus } from '../../internal/bus/bus';
+import type { Enricher } from '../../internal/enrich';
+import type { JobRunner } from '../../internal/jobs/jobs';
+import type { ShardManager } from '../../internal/worker/shard-manager';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const PG_BASE = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432';
@@ -137,6 +141,22 @@ export class TestEnv {
 export async function startApp(env: TestEnv, roles: Roles = { api: true, worker: true }, extra: Record<string, string> = {}): Promise<Running & { url: string }> {
   const running = await start(env.config(extra), roles);
   return Object.assign(running, { url: `http://127.0.0.1:${running.port}` });
+}
+
+/**
+ * A worker a test builds itself (connectAll, a ShardManager of ShardRunners, maybe a
+ * JobRunner) instead of startApp's, to set what the config cannot (a clock, a timeout).
+ */
+export interface TestWorker { db: Pool; redis: Redis; bus: Bus; manager: ShardManager; enricher: Enricher; jobs?: JobRunner }
+
+/** Closes a TestWorker (shards, jobs, enricher, bus, Redis, PostgreSQL, in that order); none when `before` failed first. */
+export async function closeWorker(worker: TestWorker | undefined): Promise<void> {
+  await worker?.manager.close();
+  await worker?.jobs?.close();
+  worker?.enricher.close();
+  await worker?.bus.drainAndClose();
+  worker?.redis.disconnect();
+  await worker?.db.end();
 }
 
 /** A Tidemark in a child process (for SIGTERM / SIGKILL tests). Resolves once it listens. */

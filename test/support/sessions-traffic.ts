@@ -180,6 +180,23 @@ export function generateTraffic(seed: number, day = yesterday(), humans = 20): T
 }
 
 // ---------------------------------------------------------------- sending
+/**
+ * Sends one event through POST /track as its device (user agent, IP, maybe a profile id), with
+ * its time and, where it has them, its page, title and referrer; asserts the 202 and returns
+ * the device id it was given.
+ */
+export async function postEvent(
+  url: string, writer: Credentials, e: GenEvent, as: { userAgent: string; ip: string; profileId?: string | null },
+): Promise<string> {
+  const props: Record<string, unknown> = { ...e.props, __timestamp: new Date(e.at).toISOString() };
+  if (e.url !== null) props.__path = e.url;
+  if (e.title !== null) props.__title = e.title;
+  if (e.referrer !== null) props.__referrer = e.referrer;
+  const res = await post(`${url}/track`, track(e.name, props, as.profileId ? { profileId: as.profileId } : {}), writer, { userAgent: as.userAgent, ip: as.ip });
+  assert.equal(res.status, 202, `POST /track: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.deviceId;
+}
+
 /** Sends every event through POST /track; per device in order (each waits for the previous 202). */
 export async function sendTraffic(
   url: string,
@@ -203,15 +220,10 @@ export async function sendTraffic(
   };
   const sendOne = async (e: GenEvent) => {
     const d = traffic.devices[e.device]!;
-    const props: Record<string, unknown> = { ...e.props, __timestamp: new Date(e.at).toISOString() };
-    if (e.url !== null) props.__path = e.url;
-    if (e.title !== null) props.__title = e.title;
-    if (e.referrer !== null) props.__referrer = e.referrer;
-    const res = await post(`${url}/track`, track(e.name, props, d.profileId ? { profileId: d.profileId } : {}), writer, { userAgent: UAS[d.ua].ua, ip: d.ip });
-    assert.equal(res.status, 202, `POST /track: ${res.status} ${JSON.stringify(res.body)}`);
+    const deviceId = await postEvent(url, writer, e, { userAgent: UAS[d.ua].ua, ip: d.ip, profileId: d.profileId });
     const known = deviceIds.get(e.device);
-    if (known) assert.equal(res.body.deviceId, known, `device ${e.device} keeps its device id`);
-    else deviceIds.set(e.device, res.body.deviceId);
+    if (known) assert.equal(deviceId, known, `device ${e.device} keeps its device id`);
+    else deviceIds.set(e.device, deviceId);
     opts.onSent?.(++sent);
   };
   for (const e of traffic.events) {

@@ -2,6 +2,7 @@
 // tests of the rollup SQL (internal/insights, internal/export): no service, just the schema.
 import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
+import type { PageParams } from '../../internal/query/params';
 import { refreshRollups } from '../../internal/store/rollups';
 
 export const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
@@ -71,6 +72,16 @@ export function searchParams(params: Record<string, unknown>): URLSearchParams {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) q.set(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
   return q;
+}
+
+/** Every row of a paged read: its pages `limit` rows each, cursor 1, 2, ... up to the first short one. */
+export async function allRows<T>(fetch: (params: PageParams) => Promise<T[]>, base: PageParams, limit: number): Promise<T[]> {
+  const out: T[] = [];
+  for (let cursor = 1; ; cursor++) {
+    const page = await fetch({ ...base, cursor, limit });
+    out.push(...page);
+    if (page.length < limit) return out;
+  }
 }
 
 /**
