@@ -4,6 +4,8 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import {
   AckPolicy,
   DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
   jetstream,
   jetstreamManager,
   RetentionPolicy,
@@ -207,7 +209,11 @@ export class Bus {
    */
   async openShard(shard: number, startSeq: number): Promise<Consumer> {
     const name = this.consumerName(shard);
-    await this.jsm.consumers.delete(this.streamName, name).catch(() => false);
+    // A consumer that could not be deleted (no leader yet, say) must not be taken over: its
+    // delivered state would go on from where it was, not from startSeq. The caller retries.
+    await this.jsm.consumers.delete(this.streamName, name).catch((err) => {
+      if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
+    });
     await this.jsm.consumers.add(this.streamName, {
       durable_name: name,
       filter_subject: this.shardFilter(shard),

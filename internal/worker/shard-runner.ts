@@ -69,6 +69,8 @@ export class ShardRunner {
   private delivered = 0;
   /** Why the consumer must be reopened at the committed position (null: it need not). */
   private rewind: string | null = null;
+  private rewinds = 0;
+  private lastRewindAt = -Infinity;
 
   constructor(readonly shard: number, private readonly deps: ShardRunnerDeps) {
     this.cache = new LRUCache<string, SessionState>({ max: Math.max(1, deps.cacheMax) });
@@ -192,6 +194,11 @@ export class ShardRunner {
 
   /** Drops what is queued (not committed, not acked) and consumes again from after `committed`. */
   private async reopen(committed: number): Promise<void> {
+    // Rewinds in a row (a consumer that keeps losing deliveries) back off as failed batches do.
+    const now = performance.now();
+    this.rewinds = now - this.lastRewindAt < 10_000 ? this.rewinds + 1 : 0;
+    this.lastRewindAt = now;
+    if (this.rewinds > 0) await sleep(Math.min(5000, 100 * 2 ** Math.min(this.rewinds, 6)));
     this.queue = [];
     const old = this.messages;
     this.messages = null;
