@@ -1,23 +1,19 @@
-// Equivalence of planRead() with the per-shape decision functions it replaces (issue #15):
-// every target x every set of 0, 1 and 2 filter names (and every 3-set of session
-// dimensions / cube columns) x breakdowns x path x whole hours or not x hll, compared with
-// what insights (planFor + rollupDimensionFor / cubeFor / pairMetricsFor / dimensionPairFor,
-// as runInsightsQuery combines them) and the export (seriesRead, chartSketchPlan, and
-// countAtOrBefore's columnPlan / cubePlan / countSpan) decide today.
+// The read planner's rule (internal/query/planner.ts), checked over an exhaustive enumeration
+// of reads: every target x every set of 0, 1 and 2 filter names (and every 3-set of session
+// dimensions / a few event columns) x breakdowns x path x whole hours or not x hll. For each
+// read: the chosen entry keys every filter name and breakdown, is named where it must be,
+// measures the target, fits the grain and has what it needs; no entry before it in the
+// catalogue does; raw exactly when none does. Then the precedences the read paths document,
+// as named cases.
+//
+// (The commit that introduced planRead proved it equal, on this enumeration, to the per-shape
+// decision functions it replaced: rollupDimensionFor / cubeFor / pairMetricsFor /
+// dimensionPairFor / planFor of insights, seriesRead / chartSketchPlan / countAtOrBefore of
+// the export.)
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { SESSION_DIMENSIONS } from '../model/event';
-import type { Filter } from './params';
-import { EVENT_ROLLUP_DIMENSIONS, planRead, type ReadRequest } from './planner';
-import { cubeFor, dimensionPairFor, pairMetricsFor, planFor, rollupDimensionFor, type PlanTarget } from '../insights/rollups';
-import { seriesRead } from '../export/charts';
-import { chartSketchPlan } from '../export/sketches';
-import { columnPlan } from '../export/column';
-import { cubePlan } from '../export/cube';
-import { countSpan, type ChartWindow } from '../export/rollups';
-import { CHART_SEGMENTS, propertyKey, type ChartSegment } from '../export/params';
-
-const f = (name: string): Filter => ({ name, operator: 'is', value: ['x'] });
+import { EVENT_ROLLUP_DIMENSIONS, planRead, READ_CATALOGUE, type ReadRequest, type ReadSource, type ReadTarget } from './planner';
 
 /** Every subset of `names` of 0, 1 and 2 names, and of 3 names drawn from `three`. */
 function nameSets(names: readonly string[], three: readonly string[]): string[][] {
@@ -32,156 +28,181 @@ function nameSets(names: readonly string[], three: readonly string[]): string[][
   return out;
 }
 
-const day = (d: number) => new Date(Date.UTC(2026, 2, d));
-const KOLKATA = -19_800_000;
-const WHOLE: ChartWindow = { start: day(1), end: day(8), buckets: [1, 2, 3, 4, 5, 6, 7].map(day) };
-const PART: ChartWindow = {
-  start: new Date(day(1).getTime() + KOLKATA), end: new Date(day(8).getTime() + KOLKATA),
-  buckets: [1, 2, 3, 4, 5, 6, 7].map((d) => new Date(day(d).getTime() + KOLKATA)),
-};
 const PATHS = ['auto', 'raw'] as const;
 
-describe('planRead equals the decisions it replaces', () => {
-  it('insights: metrics, pages and every breakdown', () => {
-    const names = [...SESSION_DIMENSIONS, 'path', 'origin', 'name', 'profile_id', 'properties.plan'];
-    const sets = nameSets(names, SESSION_DIMENSIONS);
-    // Filters repeat a name (two filters on city) as well as naming several.
-    sets.push(['city', 'city'], ['city', 'country', 'city'], ['device', 'country', 'device']);
-    const targets: PlanTarget[] = ['metrics', 'pages', ...SESSION_DIMENSIONS];
-    let n = 0;
-    const chosen = new Map<string, number>();
-    for (const set of sets) {
-      const filters = set.map(f);
-      for (const target of targets) {
-        for (const path of PATHS) {
-          for (const whole of [true, false]) {
-            for (const hll of [true, false]) {
-              const w = whole ? WHOLE : PART;
-              const old = oldInsights(w, filters, path, target, hll);
-              const request: ReadRequest = {
-                side: 'sessions',
-                target: target === 'metrics' || target === 'pages' ? target : 'breakdown',
-                filters: set, breakdowns: target === 'metrics' || target === 'pages' ? [] : [target],
-                path, wholeHours: whole, extensions: { hll },
-              };
-              const now = planRead(request)?.id ?? 'raw';
-              assert.equal(now, old, `${JSON.stringify(request)}`);
-              chosen.set(now, (chosen.get(now) ?? 0) + 1);
-              n++;
-            }
-          }
-        }
-      }
+/** Every enumerated read of both sides. */
+function* requests(): Generator<ReadRequest> {
+  const sessionNames = [...SESSION_DIMENSIONS, 'path', 'origin', 'name', 'profile_id', 'properties.plan'];
+  const sessionSets = nameSets(sessionNames, SESSION_DIMENSIONS);
+  sessionSets.push(['city', 'city'], ['city', 'country', 'city'], ['device', 'country', 'device']);
+  const sessionTargets: Array<[ReadTarget, string[]]> = [['metrics', []], ['pages', []], ...SESSION_DIMENSIONS.map((d): [ReadTarget, string[]] => ['breakdown', [d]])];
+  for (const filters of sessionSets) for (const [target, breakdowns] of sessionTargets) {
+    for (const path of PATHS) for (const wholeHours of [true, false]) for (const hll of [true, false, undefined]) {
+      yield { side: 'sessions', target, filters, breakdowns, path, wholeHours, ...(hll === undefined ? {} : { extensions: { hll } }) };
     }
-    // Every source was chosen somewhere (the enumeration reaches them all).
-    for (const family of ['sessions', 'pages', 'session_dimension:city', 'session_pair_metrics', 'session_cube', 'session_dimension_pair:city,country', 'session_dimension_pair:referrer,device']) {
-      assert.ok(chosen.get(family), family);
-    }
-    assert.ok(n > 100_000, String(n));
-  });
-
-  it('export: chart series of every segment', () => {
-    const names = [...EVENT_ROLLUP_DIMENSIONS, 'name', 'profile_id', 'properties.plan'];
-    const sets = nameSets(names, ['name', 'country', 'device', 'os', 'city', 'path']);
-    const breakdowns: string[][] = [[], ...names.map((n) => [n]), ['name', 'country'], ['country', 'device']];
-    const properties = [undefined, 'properties.amount', 'properties.', `properties.${'k'.repeat(200)}`, `properties.${'k'.repeat(201)}`, `properties.${'é'.repeat(101)}`];
-    let n = 0;
-    const chosen = new Map<string, number>();
-    for (const set of sets) {
-      const filters = set.map(f);
+  }
+  const eventNames = [...EVENT_ROLLUP_DIMENSIONS, 'name', 'profile_id', 'properties.plan'];
+  const eventSets = nameSets(eventNames, ['name', 'country', 'device', 'os', 'city', 'path']);
+  const breakdowns: string[][] = [[], ...eventNames.map((n) => [n]), ['name', 'country'], ['country', 'device']];
+  const keys = ['amount', '', 'k'.repeat(200), 'k'.repeat(201), 'é'.repeat(101)];
+  for (const filters of eventSets) {
+    for (const path of PATHS) for (const wholeHours of [true, false]) {
       for (const bds of breakdowns) {
-        for (const segment of CHART_SEGMENTS) {
-          for (const property of segment.startsWith('property_') ? properties : [undefined]) {
-            for (const path of PATHS) {
-              for (const whole of [true, false]) {
-                const old = oldSeries(whole ? WHOLE : PART, segment, property, filters, bds, path);
-                const target = TARGET[segment];
-                const now = target === null ? 'raw' : planRead({
-                  side: 'events', target, filters: set, breakdowns: bds, path, wholeHours: whole,
-                  ...(property === undefined ? {} : { propertyKey: propertyKey(property) }),
-                })?.id ?? 'raw';
-                assert.equal(now, old, JSON.stringify({ set, bds, segment, property, path, whole }));
-                chosen.set(now, (chosen.get(now) ?? 0) + 1);
-                n++;
-              }
-            }
-          }
+        yield { side: 'events', target: 'eventCount', filters, breakdowns: bds, path, wholeHours };
+        for (const hll of [true, false, undefined]) {
+          yield { side: 'events', target: 'distinctCount', filters, breakdowns: bds, path, wholeHours, ...(hll === undefined ? {} : { extensions: { hll } }) };
         }
+        for (const propertyKey of keys) yield { side: 'events', target: 'propertyAggregate', filters, breakdowns: bds, path, wholeHours, propertyKey };
       }
+      for (const profileId of [false, true]) yield { side: 'events', target: 'totalCount', filters, path, wholeHours, profileId };
     }
-    for (const id of ['events', 'event_column:city', 'event_column:country', 'event_properties', 'event_sketches', 'event_cube', 'raw']) assert.ok(chosen.get(id), id);
-    assert.ok(n > 100_000, String(n));
+  }
+}
+
+/** Whether `entry` answers `r`, each clause of the rule written out. */
+function answers(entry: ReadSource, r: ReadRequest): boolean {
+  const filters = [...r.filters, ...(r.profileId ? ['profile_id'] : [])];
+  const breakdowns = r.breakdowns ?? [];
+  const named = new Set([...filters, ...breakdowns]);
+  const keyBytes = Buffer.byteLength(r.propertyKey ?? '', 'utf8');
+  return entry.side === r.side
+    && filters.every((n) => entry.filterKeys.has(n))
+    && new Set(filters).size <= (entry.maxFilterNames ?? Infinity)
+    && breakdowns.length <= entry.maxBreakdowns
+    && breakdowns.every((n) => entry.groupKeys.has(n))
+    && entry.named.every((n) => named.has(n))
+    && entry.measures.has(r.target)
+    && (entry.maxKeyBytes === undefined || (keyBytes > 0 && keyBytes <= entry.maxKeyBytes))
+    && r.wholeHours
+    && !(entry.needs.includes('hll') && r.extensions?.hll === false);
+}
+
+describe('read planner: the rule', () => {
+  it('the catalogue: unique ids, ranks in order, one side each', () => {
+    assert.equal(new Set(READ_CATALOGUE.map((e) => e.id)).size, READ_CATALOGUE.length);
+    READ_CATALOGUE.forEach((e, i) => assert.equal(e.rank, i));
   });
 
-  it('export: /export/events totalCount', () => {
-    const names = [...EVENT_ROLLUP_DIMENSIONS, 'name', 'profile_id', 'properties.plan'];
-    const sets = nameSets(names, ['name', 'country', 'device', 'os', 'city', 'path', 'referrer_name']);
-    const scopes = {
-      whole: { projectId: 'p', events: [], startIso: '2026-03-01T00:00:00.000000Z', anchorIso: '2026-03-02T05:30:00.000000Z' },
-      open: { projectId: 'p', events: ['click'], startIso: undefined, anchorIso: '2026-03-02T05:30:00.000000Z' },
-      part: { projectId: 'p', events: [], startIso: '2026-03-01T05:10:00.000000Z', anchorIso: '2026-03-01T05:50:00.000000Z' },
-    };
-    const chosen = new Map<string, number>();
-    for (const set of sets) {
-      const filters = set.map(f);
-      for (const [kind, scope] of Object.entries(scopes)) {
-        for (const profileId of [undefined, 'u1']) {
-          for (const path of PATHS) {
-            // countAtOrBefore (./export/events.ts) as it decides today
-            const column = filters.length ? columnPlan(filters, undefined) : null;
-            const cube = filters.length && !column ? cubePlan(filters, undefined) : null;
-            const span = countSpan(scope, { profileId, filters: cube || column ? [] : filters, path });
-            const old = span && cube ? 'event_cube' : span && column ? `event_column:${column.column}` : span ? 'events' : 'raw';
-            const now = planRead({
-              side: 'events', target: 'totalCount', filters: set, path, profileId: profileId !== undefined, wholeHours: kind !== 'part',
-            })?.id ?? 'raw';
-            assert.equal(now, old, JSON.stringify({ set, kind, profileId, path }));
-            chosen.set(now, (chosen.get(now) ?? 0) + 1);
-          }
-        }
+  it('every enumerated read takes the first entry that answers it, raw when none; every entry is taken somewhere', () => {
+    const taken = new Map<string, number>();
+    let n = 0;
+    for (const r of requests()) {
+      const chosen = planRead(r);
+      const first = r.path === 'raw' ? undefined : READ_CATALOGUE.find((e) => answers(e, r));
+      assert.equal(chosen?.id, first?.id, JSON.stringify(r));
+      if (chosen) {
+        // keys, measures, grain, needs of the chosen entry
+        assert.ok(r.filters.every((x) => chosen.filterKeys.has(x)) && (r.breakdowns ?? []).every((x) => chosen.groupKeys.has(x)));
+        assert.ok(chosen.measures.has(r.target) && r.wholeHours && chosen.side === r.side);
+        // no earlier entry answers it
+        for (const e of READ_CATALOGUE.slice(0, chosen.rank)) assert.ok(!answers(e, r), `${e.id} before ${chosen.id}: ${JSON.stringify(r)}`);
+      } else if (r.path !== 'raw') {
+        assert.ok(READ_CATALOGUE.every((e) => !answers(e, r)), JSON.stringify(r));
       }
+      taken.set(chosen?.id ?? 'raw', (taken.get(chosen?.id ?? 'raw') ?? 0) + 1);
+      n++;
     }
-    for (const id of ['events', 'event_column:city', 'event_cube', 'raw']) assert.ok(chosen.get(id), id);
+    for (const e of READ_CATALOGUE) assert.ok(taken.get(e.id), `never taken: ${e.id}`);
+    assert.ok(n > 200_000, String(n));
   });
 });
 
-/** The chart segment's target (null: always raw). */
-const TARGET: Record<ChartSegment, ReadRequest['target'] | null> = {
-  event: 'eventCount',
-  user: 'distinctCount', session: 'distinctCount', user_average: 'distinctCount',
-  one_event_per_user: null, group: null,
-  property_sum: 'propertyAggregate', property_average: 'propertyAggregate', property_min: 'propertyAggregate', property_max: 'propertyAggregate',
-};
+const hours = { path: 'auto', wholeHours: true } as const;
+const sessions = (target: ReadTarget, filters: string[], breakdown?: string, more: Partial<ReadRequest> = {}) =>
+  planRead({ side: 'sessions', target, filters, breakdowns: breakdown ? [breakdown] : [], ...hours, ...more })?.id ?? 'raw';
+const events = (target: ReadTarget, filters: string[], breakdowns: string[] = [], more: Partial<ReadRequest> = {}) =>
+  planRead({ side: 'events', target, filters, breakdowns, ...hours, ...more })?.id ?? 'raw';
 
-/** The source runInsightsQuery and getMetrics / getPages / getBreakdown read today. */
-function oldInsights(w: ChartWindow, filters: Filter[], path: 'auto' | 'raw', target: PlanTarget, hll: boolean): string {
-  const plan = planFor({ start: w.start, end: w.end, buckets: [...w.buckets] }, filters, path, target);
-  if (plan === 'raw') return 'raw';
-  const pair = pairMetricsFor(filters, target);
-  if (pair && !hll) return 'raw';
-  if (target === 'pages') return 'pages';
-  const dimension = rollupDimensionFor(filters, target);
-  if (target === 'metrics') return dimension ? `session_dimension:${dimension}` : pair ? 'session_pair_metrics' : 'sessions';
-  if (cubeFor(filters, target)) return 'session_cube';
-  const dp = dimensionPairFor(filters, target);
-  if (dp) return `session_dimension_pair:${dp.key}`;
-  return `session_dimension:${target}`;
-}
+describe('read planner: documented precedences', () => {
+  it('insights: unfiltered reads take the unfiltered rollups', () => {
+    assert.equal(sessions('metrics', []), 'sessions');
+    assert.equal(sessions('pages', []), 'pages');
+    assert.equal(sessions('breakdown', [], 'city'), 'session_dimension:city');
+  });
 
-/** The source a chart series reads today: seriesRead, or the sketches for distinct counts. */
-function oldSeries(w: ChartWindow, segment: ChartSegment, property: string | undefined, filters: Filter[], breakdowns: string[], path: 'auto' | 'raw'): string {
-  if (segment === 'one_event_per_user' || segment === 'group') return 'raw';
-  const bds = breakdowns.map((name) => ({ name }));
-  const read = seriesRead(w, { segment, property }, filters, bds, path);
-  if (segment === 'user' || segment === 'session' || segment === 'user_average') {
-    assert.equal(read.kind, 'raw');
-    return chartSketchPlan(w, segment, filters, bds, path) ? 'event_sketches' : 'raw';
-  }
-  switch (read.kind) {
-    case 'rollup': return read.plan.relation === 'events_hourly' ? 'events' : `event_column:${read.plan.dimension}`;
-    case 'propertyRollup': return 'event_properties';
-    case 'column': return `event_column:${read.plan.plan.column}`;
-    case 'cube': return 'event_cube';
-    case 'raw': return 'raw';
-  }
-}
+  it('insights: metrics filtered on one dimension (and its parent) read that dimension\'s rollup, the child\'s for both', () => {
+    assert.equal(sessions('metrics', ['country']), 'session_dimension:country');
+    assert.equal(sessions('metrics', ['city', 'country']), 'session_dimension:city');
+    assert.equal(sessions('metrics', ['country', 'city', 'city']), 'session_dimension:city');
+    assert.equal(sessions('metrics', ['os_version', 'os']), 'session_dimension:os_version');
+    assert.equal(sessions('metrics', ['region', 'city']), 'raw');
+  });
+
+  it('insights: a breakdown filtered on its own dimension or its parent reads its rollup, before the cube', () => {
+    assert.equal(sessions('breakdown', ['country'], 'country'), 'session_dimension:country');
+    assert.equal(sessions('breakdown', ['country'], 'region'), 'session_dimension:region');
+    assert.equal(sessions('breakdown', ['browser', 'browser_version'], 'browser_version'), 'session_dimension:browser_version');
+  });
+
+  it('insights: metrics filtered on two cube dimensions read the pair metrics (hll), three or a wide one: raw', () => {
+    assert.equal(sessions('metrics', ['device', 'country']), 'session_pair_metrics');
+    assert.equal(sessions('metrics', ['device', 'country'], undefined, { extensions: { hll: false } }), 'raw');
+    assert.equal(sessions('metrics', ['device', 'country', 'os']), 'raw');
+    assert.equal(sessions('metrics', ['device', 'city']), 'raw');
+  });
+
+  it('insights: a breakdown of a cube dimension filtered on others reads the session cube, before a dimension pair', () => {
+    assert.equal(sessions('breakdown', ['device'], 'referrer_name'), 'session_cube');
+    assert.equal(sessions('breakdown', ['device', 'os', 'country'], 'browser'), 'session_cube');
+    // (city, device) rows also key country and device: the cube is narrower
+    assert.equal(sessions('breakdown', ['device'], 'country'), 'session_cube');
+  });
+
+  it('insights: a breakdown naming one wide dimension and one cube dimension reads their pair', () => {
+    assert.equal(sessions('breakdown', ['city'], 'country'), 'session_dimension_pair:city,country');
+    assert.equal(sessions('breakdown', ['device'], 'city'), 'session_dimension_pair:city,device');
+    assert.equal(sessions('breakdown', ['city', 'country'], 'device'), 'session_dimension_pair:city,device');
+    assert.equal(sessions('breakdown', ['browser_version'], 'browser'), 'session_dimension_pair:browser_version,browser');
+    assert.equal(sessions('breakdown', ['referrer'], 'device'), 'session_dimension_pair:referrer,device');
+    assert.equal(sessions('breakdown', ['city', 'region'], 'country'), 'raw');
+    assert.equal(sessions('breakdown', ['referrer', 'device'], 'os'), 'raw');
+  });
+
+  it('insights: pages filtered, event-level filters, hours not whole or path raw: raw', () => {
+    assert.equal(sessions('pages', ['country']), 'raw');
+    assert.equal(sessions('metrics', ['path']), 'raw');
+    assert.equal(sessions('breakdown', ['properties.plan'], 'country'), 'raw');
+    assert.equal(sessions('metrics', [], undefined, { wholeHours: false }), 'raw');
+    assert.equal(sessions('metrics', [], undefined, { path: 'raw' }), 'raw');
+  });
+
+  it('export: unfiltered event counts read events_hourly, a column breakdown that column\'s rollups', () => {
+    assert.equal(events('eventCount', []), 'events');
+    assert.equal(events('eventCount', [], ['name']), 'events');
+    assert.equal(events('eventCount', [], ['city']), 'event_column:city');
+    assert.equal(events('eventCount', [], ['properties.plan']), 'raw');
+    assert.equal(events('eventCount', [], ['name', 'country']), 'raw');
+  });
+
+  it('export: country=DE alone counts from the column, not the cube; several cube columns from the cube', () => {
+    assert.equal(events('eventCount', ['country']), 'event_column:country');
+    assert.equal(events('totalCount', ['country']), 'event_column:country');
+    assert.equal(events('eventCount', ['country'], ['country']), 'event_column:country');
+    assert.equal(events('eventCount', ['name'], ['region']), 'event_column:region');
+    assert.equal(events('eventCount', ['device'], ['country']), 'event_cube');
+    assert.equal(events('eventCount', ['country', 'device']), 'event_cube');
+    assert.equal(events('totalCount', ['country', 'device', 'os']), 'event_cube');
+    // names only: every column's rows would do; the cube answers
+    assert.equal(events('eventCount', ['name']), 'event_cube');
+    assert.equal(events('totalCount', ['name']), 'event_cube');
+  });
+
+  it('export: what no rollup keys reads raw', () => {
+    assert.equal(events('eventCount', ['city'], ['country']), 'raw');
+    assert.equal(events('eventCount', ['city', 'path']), 'raw');
+    assert.equal(events('eventCount', ['properties.plan']), 'raw');
+    assert.equal(events('totalCount', [], [], { profileId: true }), 'raw');
+    assert.equal(events('totalCount', ['profile_id']), 'raw');
+    assert.equal(events('eventCount', ['city'], [], { wholeHours: false }), 'raw');
+  });
+
+  it('export: property aggregates of a short key and distinct counts, unfiltered only', () => {
+    assert.equal(events('propertyAggregate', [], ['city'], { propertyKey: 'amount' }), 'event_properties');
+    assert.equal(events('propertyAggregate', [], [], { propertyKey: 'k'.repeat(201) }), 'raw');
+    assert.equal(events('propertyAggregate', [], [], { propertyKey: '' }), 'raw');
+    assert.equal(events('propertyAggregate', ['city'], [], { propertyKey: 'amount' }), 'raw');
+    assert.equal(events('distinctCount', [], ['name']), 'event_sketches');
+    assert.equal(events('distinctCount', [], [], { extensions: { hll: false } }), 'raw');
+    assert.equal(events('distinctCount', ['city']), 'raw');
+  });
+});
