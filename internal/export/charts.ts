@@ -45,7 +45,8 @@
 // - Event counts FILTERED on one rolled-up column (and `name`), with no breakdown or one on
 //   `name` or that column, read that column's daily and hourly rollups (./column.ts); other
 //   event counts filtered on the cube's columns read the event cube (./cube.ts); same bucket
-//   conditions, same answers as raw (tested both ways). seriesRead picks the read.
+//   conditions, same answers as raw (tested both ways). seriesRead maps the read planner's
+//   choice (internal/query/planner.ts) to these.
 // - Series metrics as OpenPanel's format(): sum = sum of the data points (rounded to 2
 //   decimals); average = mean of the NON-ZERO data points (OpenPanel's average() skips
 //   zeros), 2 decimals, 0 when all are zero; min / max over all data points; count = the

@@ -26,7 +26,7 @@
 // Asia/Kolkata, not minute intervals), with a whole hour inside the window.
 //
 // C may be one of the cube's columns too: such a chart also fits the cube, but charts ask this
-// read first (./charts.ts seriesRead), as its rows are far fewer: per hour one row per (name,
+// source first (internal/query/planner.ts: before the cube in the read catalogue), as its rows are far fewer: per hour one row per (name,
 // value of C) instead of one per combination of nine columns, per day one per (name, value)
 // instead of one per (name, pair of values). Measured on the 10M bench data, 30 days, median
 // of 5: screen_view filtered on country 31 ms on the cube -> 5 ms here; by country filtered on
@@ -41,7 +41,7 @@
 // hour logged) from both daily tables, the other unlogged hours with events from
 // events_C_hourly + event_uncharted_hourly, the logged hours and the edges raw
 // (layeredTotalCountSql of ./rollups.ts, one statement). As for charts, filters on one cube
-// column take this read rather than the cube (./events.ts countAtOrBefore): on the 10M bench
+// column take this read rather than the cube (the same catalogue order): on the 10M bench
 // data (in-process, median of 9) country=DE counts in 15 ms here against 42 ms on the cube,
 // os isNot iOS 19 vs 30 ms, screen_view with browser contains Chrome 10 vs 25 ms.
 import { compileAll, type SqlParams } from '../query/filters';

@@ -36,11 +36,12 @@
 // per (hour, dimension, prefix, value), with the filters applied to their value and prefix.
 //
 // This holds only when every hour lies entirely inside one series bucket and inside or
-// outside the period: planFor() takes the rollups only when the period bounds and every
-// bucket start are whole UTC hours (all zones with whole-hour offsets; not Asia/Kolkata),
-// and only without filters or with filters on one dimension as above (the rollups keep no
-// per-event data and one dimension per row). Everything else, and any caller asking for path
-// 'raw', reads the raw rows.
+// outside the period: the read planner (internal/query/planner.ts) takes the rollups only
+// when the period bounds and every bucket start are whole UTC hours (all zones with
+// whole-hour offsets; not Asia/Kolkata), and only when a source of its catalogue keys every
+// filter (these rollups keep no per-event data and one dimension per row; the cube, pair
+// metrics and dimension pairs below keep more). Everything else, and any caller asking for
+// path 'raw', reads the raw rows.
 import { DIMENSION_PREFIX, type SessionDimension } from '../model/event';
 import { compileAll, type IndexedFilter, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
@@ -145,7 +146,7 @@ export function planFor(
 }
 
 /**
- * Filters applied on a dimension's rollup (dimension chosen by rollupDimensionFor): compiled by
+ * Filters applied on a dimension's rollup (the planner's session_dimension entry): compiled by
  * internal/query/filters.ts over the rollup rows seen with the dimensions' column names.
  */
 export interface RollupFilter {
@@ -153,7 +154,7 @@ export interface RollupFilter {
   filters: readonly IndexedFilter[];
 }
 
-/** Filters on two cube dimensions applied on their daily pair metrics (pairMetricsFor). */
+/** Filters on two cube dimensions applied on their daily pair metrics (the planner's session_pair_metrics entry). */
 export interface PairFilter {
   pair: CubePair;
   filters: readonly IndexedFilter[];
@@ -603,7 +604,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
 /**
  * A breakdown over the rollups: columns name, [prefix,] sessions, bounces, timed_sessions,
  * duration_ms, screen_views; sorted and paged as the raw query. `filters` (on the dimension or its parent
- * only, see rollupDimensionFor) apply to the rollup rows and to the raw tail alike.
+ * only: the planner's session_dimension entry) apply to the rollup rows and to the raw tail alike.
  */
 export function rollupBreakdownSql(
   scope: RollupScope,
@@ -667,7 +668,7 @@ function breakdownRowsSql(dimension: SessionDimension, params: SqlParams, limit:
 }
 
 /**
- * A breakdown naming one (wide, cube) dimension pair (dimensionPairFor) over its daily rows
+ * A breakdown naming one (wide, cube) dimension pair (the planner's session_dimension_pair entry) over its daily rows
  * (sql/019_session_dimension_pairs.sql, screen_views from sql/023): columns name, [prefix,] sessions, bounces,
  * timed_sessions, duration_ms, screen_views; sorted and paged as the raw query. The period's local days that
  * are complete in rollup_session_dim_pairs_days and have no logged hour read the pair's rows
@@ -718,7 +719,7 @@ export function dimensionPairBreakdownSql(
 }
 
 /**
- * A breakdown of a cube dimension filtered on other cube dimensions (cubeFor), over the session
+ * A breakdown of a cube dimension filtered on other cube dimensions (the planner's session_cube entry), over the session
  * cube (sql/012_rollup_session_cube.sql, screen_views from sql/023): columns name, sessions, bounces, timed_sessions,
  * duration_ms, screen_views; sorted and paged as the raw query. The period's local days that are complete in
  * rollup_session_cube_days and have no logged hour read their daily rows (when the breakdown

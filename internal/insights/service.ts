@@ -66,7 +66,7 @@ export interface InsightsOptions {
   /** Statement timeout of every query, ms (default 5000). */
   statementTimeoutMs?: number;
   /**
-   * 'auto' (default): metrics, pages and breakdowns from the rollups where planFor() allows,
+   * 'auto' (default): metrics, pages and breakdowns from the rollups where the read planner finds a source,
    * else metrics and breakdowns from the raw sessions and pages by the indexed query. 'raw':
    * the original raw-table queries everywhere (the reference the tests compare with, and a
    * fallback; unique visitors always exact).
