@@ -72,12 +72,16 @@ export interface CountScope {
 
 /**
  * The hours a totalCount can take from the rollups: from the first whole hour at or after
- * `start` to the start of the anchor's hour (that hour is partial: counted raw). Null when
- * the request has a profileId or filters (the rollups have neither), or no whole hour fits.
+ * `start` to the start of the anchor's hour (that hour is partial: counted raw). Null unless
+ * the planner reads the count from events_hourly: no profileId, no filters, a whole hour.
  */
 export function countSpan(scope: CountScope, opts: { profileId: string | undefined; filters: readonly Filter[]; path?: ExportPath }): HourSpan | null {
-  if (opts.path === 'raw' || opts.profileId !== undefined || opts.filters.length > 0) return null;
-  return countHours(scope);
+  const span = countHours(scope);
+  const source = planRead({
+    side: 'events', target: 'totalCount', filters: opts.filters.map((f) => f.name),
+    profileId: opts.profileId !== undefined, path: opts.path ?? 'auto', wholeHours: span !== null,
+  });
+  return source?.family === 'events' ? span : null;
 }
 
 /** The whole hours from the first at or after the start to the anchor's hour, or null when none. */
