@@ -274,6 +274,7 @@ export function mismatch(entry: ReadSource, request: ReadRequest): string | null
   for (const n of entry.named) if (!filters.has(n) && !breakdowns.includes(n)) return `unnamed ${n}`;
   if (entry.maxKeyBytes !== undefined) {
     const key = request.propertyKey ?? '';
+    // Bytes of UTF-8 on both sides (octet_length in sql/013), whatever the database encoding.
     if (key === '' || Buffer.byteLength(key, 'utf8') > entry.maxKeyBytes) return 'property key';
   }
   if (!request.wholeHours) return 'grain';
