@@ -45,7 +45,8 @@
 // - Event counts FILTERED on one rolled-up column (and `name`), with no breakdown or one on
 //   `name` or that column, read that column's daily and hourly rollups (./column.ts); other
 //   event counts filtered on the cube's columns read the event cube (./cube.ts); same bucket
-//   conditions, same answers as raw (tested both ways). seriesRead picks the read.
+//   conditions, same answers as raw (tested both ways). seriesRead maps the read planner's
+//   choice (internal/query/planner.ts) to these.
 // - Series metrics as OpenPanel's format(): sum = sum of the data points (rounded to 2
 //   decimals); average = mean of the NON-ZERO data points (OpenPanel's average() skips
 //   zeros), 2 decimals, 0 when all are zero; min / max over all data points; count = the
@@ -78,11 +79,12 @@ import {
 import type { ExportOptions } from './events';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
 import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
-import { chartColumn, columnGroupedSql, type ChartColumn } from './column';
-import { chartCube, cubeGroupedSql, type ChartCube } from './cube';
-import { chartRollup, rollupGroupedSql, type ChartRollup, type ChartWindow, type ExportPath } from './rollups';
+import { columnGroupedSql, columnPlanOf, type ChartColumn } from './column';
+import { cubeGroupedSql, cubePlanOf, type ChartCube } from './cube';
+import { chartRequest, chartRollupOf, chartSpan, rollupGroupedSql, SEGMENT_TARGETS, type ChartRollup, type ChartWindow, type ExportPath } from './rollups';
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
-import { chartPropertyRollup, propertyRollupGroupedSql, type PropertyRollupPlan } from './property-rollups';
+import { propertyRollupGroupedSql, propertyRollupOf, type PropertyRollupPlan } from './property-rollups';
+import { planRead } from '../query/planner';
 import { exactVisitorsMaxFrom } from '../config/config';
 import { checkChartShape, minMax, ResponseBudget, textBytes } from './budget';
 import { Slicer } from '../http/json';
@@ -296,12 +298,12 @@ export type SeriesRead =
   | { kind: 'raw' };
 
 /**
- * The first read that can answer the series exactly: event counts without filters from the
- * event rollups (./rollups.ts); property segments under the same conditions from the property
- * rollups (./property-rollups.ts); event counts filtered on one rolled-up column (and `name`),
- * broken down by none, `name` or that column, from that column's rollups (./column.ts: fewer
- * rows than the cube, which also takes such a filter on one of its columns); other event counts
- * filtered on the cube's low-cardinality columns from the event cube (./cube.ts); else raw.
+ * The read that answers the series exactly: the planner's source (internal/query/planner.ts,
+ * one rule over the read catalogue) for its event counts or property aggregates, mapped to
+ * its SQL builder: events_hourly, or a column's rollups broken down by that column, without
+ * filters (./rollups.ts); the property rollups (./property-rollups.ts); a column's rollups
+ * under filters (./column.ts); the event cube (./cube.ts); else raw. Distinct counts read raw
+ * here (exact); the sketches replace them above the threshold (sketchPlanFor).
  */
 export function seriesRead(
   window: ChartWindow,
@@ -310,15 +312,27 @@ export function seriesRead(
   breakdowns: readonly { name: string }[],
   path: ExportPath,
 ): SeriesRead {
-  const rollup = chartRollup(window, item.segment, filters, breakdowns, path);
-  if (rollup) return { kind: 'rollup', plan: rollup };
-  const propertyRollup = chartPropertyRollup(window, item.segment, item.property, filters, breakdowns, path);
-  if (propertyRollup) return { kind: 'propertyRollup', plan: propertyRollup };
-  const column = chartColumn(window, item.segment, filters, breakdowns, path);
-  if (column) return { kind: 'column', plan: column };
-  const cube = chartCube(window, item.segment, filters, breakdowns, path);
-  if (cube) return { kind: 'cube', plan: cube };
-  return { kind: 'raw' };
+  const target = SEGMENT_TARGETS[item.segment];
+  const span = chartSpan(window);
+  if (!span || (target !== 'eventCount' && target !== 'propertyAggregate')) return { kind: 'raw' };
+  const key = target === 'propertyAggregate' && item.property !== undefined ? propertyKey(item.property) : undefined;
+  const source = planRead(chartRequest(window, target, filters, breakdowns, path, key));
+  const breakdown = breakdowns[0]?.name;
+  switch (source?.family) {
+    case 'events':
+    case 'event_column': {
+      const rollup = filters.length === 0 ? chartRollupOf(source, span, breakdown) : null;
+      if (rollup) return { kind: 'rollup', plan: rollup };
+      const column = columnPlanOf(source, breakdown);
+      return column ? { kind: 'column', plan: { plan: column, span } } : { kind: 'raw' };
+    }
+    case 'event_properties':
+      return { kind: 'propertyRollup', plan: propertyRollupOf(span, key!, breakdown) };
+    case 'event_cube':
+      return { kind: 'cube', plan: { plan: cubePlanOf(filters, breakdown), span } };
+    default:
+      return { kind: 'raw' };
+  }
 }
 
 /**

@@ -26,7 +26,7 @@
 // Asia/Kolkata, not minute intervals), with a whole hour inside the window.
 //
 // C may be one of the cube's columns too: such a chart also fits the cube, but charts ask this
-// read first (./charts.ts seriesRead), as its rows are far fewer: per hour one row per (name,
+// source first (internal/query/planner.ts: before the cube in the read catalogue), as its rows are far fewer: per hour one row per (name,
 // value of C) instead of one per combination of nine columns, per day one per (name, value)
 // instead of one per (name, pair of values). Measured on the 10M bench data, 30 days, median
 // of 5: screen_view filtered on country 31 ms on the cube -> 5 ms here; by country filtered on
@@ -41,19 +41,18 @@
 // hour logged) from both daily tables, the other unlogged hours with events from
 // events_C_hourly + event_uncharted_hourly, the logged hours and the edges raw
 // (layeredTotalCountSql of ./rollups.ts, one statement). As for charts, filters on one cube
-// column take this read rather than the cube (./events.ts countAtOrBefore): on the 10M bench
+// column take this read rather than the cube (the same catalogue order): on the 10M bench
 // data (in-process, median of 9) country=DE counts in 15 ms here against 42 ms on the cube,
 // os isNot iOS 19 vs 30 ms, screen_view with browser contains Chrome 10 vs 25 ms.
 import { compileAll, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import type { ChartSegment } from './params';
+import { planRead, type ReadSource, type RollupColumn } from '../query/planner';
 import {
-  EVENT_ROLLUP_DIMENSIONS, layeredGroupedSql, layeredSpan, layeredTotalCountSql,
-  type ChartWindow, type CountScope, type ExportPath, type HourSpan,
+  layeredGroupedSql, layeredTotalCountSql,
+  type ChartWindow, type CountScope, type HourSpan,
 } from './rollups';
 
-export type RollupColumn = (typeof EVENT_ROLLUP_DIMENSIONS)[number];
-const COLUMNS: ReadonlySet<string> = new Set(EVENT_ROLLUP_DIMENSIONS);
+export type { RollupColumn };
 
 /** How a filtered chart series reads one column's rollups. */
 export interface ColumnPlan {
@@ -63,50 +62,31 @@ export interface ColumnPlan {
   value: string | null;
 }
 
+/** How a read the planner gives one column's rollups (internal/query/planner.ts) groups its rows. */
+export function columnPlanOf(source: ReadSource | null, breakdown: string | undefined): ColumnPlan | null {
+  if (source?.family !== 'event_column') return null;
+  const column = source.column!;
+  // Identifier: one of EVENT_ROLLUP_DIMENSIONS.
+  return { column, value: breakdown === undefined ? null : breakdown === 'name' ? 'r.name' : `r.${column}` };
+}
+
 /**
- * Whether a read filtered by `filters` (and broken down by `breakdown`) can use one column's
- * rollups: at least one filter; every filter names `name` or one same rolled-up column C; the
+ * The column's rollups a filtered read (and broken down by `breakdown`) takes, as the planner
+ * decides: at least one filter; every filter names `name` or one same rolled-up column C; the
  * breakdown, if any, is `name` or C; and some filter or the breakdown names C.
  */
 export function columnPlan(filters: readonly Filter[], breakdown: string | undefined): ColumnPlan | null {
   if (filters.length === 0) return null;
-  let column: string | undefined;
-  const take = (name: string): boolean => {
-    if (name === 'name') return true;
-    if (!COLUMNS.has(name) || (column !== undefined && column !== name)) return false;
-    column = name;
-    return true;
-  };
-  if (!filters.every((f) => take(f.name))) return null;
-  if (breakdown !== undefined && !take(breakdown)) return null;
-  if (column === undefined) return null;
-  // Identifier: one of EVENT_ROLLUP_DIMENSIONS.
-  const value = breakdown === undefined ? null : breakdown === 'name' ? 'r.name' : `r.${column}`;
-  return { column: column as RollupColumn, value };
+  return columnPlanOf(planRead({
+    side: 'events', target: 'eventCount', filters: filters.map((f) => f.name),
+    breakdowns: breakdown === undefined ? [] : [breakdown], wholeHours: true,
+  }), breakdown);
 }
 
 export interface ChartColumn {
   plan: ColumnPlan;
   /** Whole hours inside the window. */
   span: { from: Date; to: Date };
-}
-
-/**
- * Whether a chart series over `window` reads one column's rollups: segment `event`, filters
- * columnPlan takes, at most one breakdown, every bucket boundary inside the window on a
- * whole UTC hour, and a whole hour inside the window.
- */
-export function chartColumn(
-  window: ChartWindow,
-  segment: ChartSegment,
-  filters: readonly Filter[],
-  breakdowns: readonly { name: string }[],
-  path: ExportPath = 'auto',
-): ChartColumn | null {
-  const span = layeredSpan(window, segment, breakdowns, path);
-  if (!span) return null;
-  const plan = columnPlan(filters, breakdowns[0]?.name);
-  return plan ? { plan, span } : null;
 }
 
 /** Which rows of a column a read takes. */

@@ -18,17 +18,14 @@
 // sql/012 and sql/016, is built the same way.) Charts filtered on ONE column (with a breakdown
 // of none, `name` or that column) read that column's own rollups instead (./column.ts: fewer
 // rows); the cube serves the rest.
-import { CUBE_DIMENSIONS, cubePair, type CubeDimension, type CubePair } from '../insights/rollups';
+import { cubePair, mismatch, readSource, type CubeDimension, type CubePair } from '../query/planner';
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import { compileAll, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import type { ChartSegment } from './params';
 import {
-  layeredGroupedSql, layeredSpan, layeredTotalCountSql,
-  type ChartWindow, type CountScope, type ExportPath, type HourSpan,
+  layeredGroupedSql, layeredTotalCountSql,
+  type ChartWindow, type CountScope, type HourSpan,
 } from './rollups';
-
-const CUBE: ReadonlySet<string> = new Set(CUBE_DIMENSIONS);
 
 /** How a filtered read uses the cube. */
 export interface CubePlan {
@@ -42,25 +39,31 @@ export interface CubePlan {
 }
 
 /**
- * Whether a read filtered by `filters` (and broken down by `breakdown`) can use the cube:
- * at least one filter, every filter on a cube column or `name`, the breakdown (if any) one
- * of them too. The pair is the two columns named (in CUBE_DIMENSIONS order), completed with
- * the first other column when fewer are named.
+ * How a read the planner gives the event cube (internal/query/planner.ts) takes its rows: the
+ * pair is the two columns named by the filters and breakdown (in CUBE_DIMENSIONS order),
+ * completed with the first other column when fewer are named; null for three or more.
+ */
+export function cubePlanOf(filters: readonly Filter[], breakdown: string | undefined): CubePlan {
+  const named = new Set<CubeDimension>();
+  for (const name of [...filters.map((f) => f.name), ...(breakdown === undefined ? [] : [breakdown])]) {
+    if (name !== 'name') named.add(name as CubeDimension);
+  }
+  // Identifier: a cube column or `name` (the planner's event_cube group keys).
+  return { pair: cubePair(named), value: breakdown === undefined ? null : `r.${breakdown}` };
+}
+
+/**
+ * Whether the cube can answer a read filtered by `filters` (and broken down by `breakdown`),
+ * whichever source the planner prefers: at least one filter, and the cube's planner entry
+ * keys every filter and the breakdown.
  */
 export function cubePlan(filters: readonly Filter[], breakdown: string | undefined): CubePlan | null {
   if (filters.length === 0) return null;
-  const named = new Set<CubeDimension>();
-  for (const f of filters) {
-    if (f.name === 'name') continue;
-    if (!CUBE.has(f.name)) return null;
-    named.add(f.name as CubeDimension);
-  }
-  if (breakdown !== undefined && breakdown !== 'name') {
-    if (!CUBE.has(breakdown)) return null;
-    named.add(breakdown as CubeDimension);
-  }
-  const value = breakdown === undefined ? null : `r.${breakdown}`;
-  return { pair: cubePair(named), value };
+  const request = {
+    side: 'events', target: 'eventCount', filters: filters.map((f) => f.name),
+    breakdowns: breakdown === undefined ? [] : [breakdown], wholeHours: true,
+  } as const;
+  return mismatch(readSource('event_cube'), request) === null ? cubePlanOf(filters, breakdown) : null;
 }
 
 interface CubeRows {
@@ -115,24 +118,6 @@ export interface ChartCube {
   plan: CubePlan;
   /** Whole hours inside the window. */
   span: { from: Date; to: Date };
-}
-
-/**
- * Whether a chart series over `window` reads the cube: segment `event`, filters the cube can
- * apply (cubePlan), at most one breakdown, every bucket boundary inside the window on a whole
- * UTC hour, and a whole hour inside the window.
- */
-export function chartCube(
-  window: ChartWindow,
-  segment: ChartSegment,
-  filters: readonly Filter[],
-  breakdowns: readonly { name: string }[],
-  path: ExportPath = 'auto',
-): ChartCube | null {
-  const span = layeredSpan(window, segment, breakdowns, path);
-  if (!span) return null;
-  const plan = cubePlan(filters, breakdowns[0]?.name);
-  return plan ? { plan, span } : null;
 }
 
 /** The `grouped` part of a chart series over the cube (same columns as rollupGroupedSql's). */

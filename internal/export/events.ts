@@ -70,9 +70,10 @@ import {
   type TimeBound,
 } from './params';
 import { checkRegexes, mapRegexErrors, projectTimezone, TS_TEXT, withoutJit } from '../query/lookups';
-import { columnPlan, columnTotalCountSql } from './column';
-import { cubePlan, cubeTotalCountSql } from './cube';
-import { countSpan, totalCountSql, type ExportPath } from './rollups';
+import { columnPlanOf, columnTotalCountSql } from './column';
+import { cubePlanOf, cubeTotalCountSql } from './cube';
+import { countHours, totalCountSql, type ExportPath } from './rollups';
+import { planRead } from '../query/planner';
 import { NDJSON_BATCH_BYTES, ResponseBudget } from './budget';
 
 export interface ExportOptions {
@@ -399,11 +400,12 @@ async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string, p
 }
 
 /**
- * totalCount: the matching events at or before the anchor. Without profileId: unfiltered,
- * from the hourly event rollups (./rollups.ts); filtered on one rolled-up column (and names),
- * from that column's rollups plus the rows of the events they leave out (./column.ts); on
- * several cube columns (and names), from the event cube (./cube.ts); always plus the raw edge
- * and invalidated hours. Otherwise, or with path 'raw', a count of the raw rows.
+ * totalCount: the matching events at or before the anchor, from the planner's source
+ * (internal/query/planner.ts). Without profileId: unfiltered, from the hourly event rollups
+ * (./rollups.ts); filtered on one rolled-up column (and names), from that column's rollups
+ * plus the rows of the events they leave out (./column.ts); on several cube columns (and
+ * names), from the event cube (./cube.ts); always plus the raw edge and invalidated hours.
+ * Otherwise, or with path 'raw', a count of the raw rows.
  */
 async function countAtOrBefore(
   db: Queryable,
@@ -416,15 +418,18 @@ async function countAtOrBefore(
   const { filters } = q.params;
   // One column (a cube column too): its rows are far fewer than the cube's (bench data, 10M:
   // country=DE 42 ms on the cube, 15 ms from the column's rows); several cube columns: the cube.
-  const column = filters.length ? columnPlan(filters, undefined) : null;
-  const cube = filters.length && !column ? cubePlan(filters, undefined) : null;
-  const span = countSpan(scope, { profileId: q.profileId, filters: cube || column ? [] : filters, path });
+  const span = countHours(scope);
+  const source = planRead({
+    side: 'events', target: 'totalCount', filters: filters.map((f) => f.name),
+    profileId: q.profileId !== undefined, path, wholeHours: span !== null,
+  });
   const p = new SqlParams();
   const raw = (pp: SqlParams) => whereSql(q, pp);
+  const column = columnPlanOf(source, undefined);
   let sql: string;
-  if (span && cube) sql = cubeTotalCountSql(scope, span, cube, filters, p, raw, atOrBefore);
+  if (span && source?.family === 'event_cube') sql = cubeTotalCountSql(scope, span, cubePlanOf(filters, undefined), filters, p, raw, atOrBefore);
   else if (span && column) sql = columnTotalCountSql(scope, span, column, filters, p, raw, atOrBefore);
-  else if (span) sql = totalCountSql(scope, span, p, raw, atOrBefore);
+  else if (span && source?.family === 'events') sql = totalCountSql(scope, span, p, raw, atOrBefore);
   else sql = `SELECT count(*)::text AS n FROM events e WHERE ${whereSql(q, p)} AND ${atOrBefore(p)}`;
   const counted = await db.query<{ n: string }>(sql, p.values);
   return Number(counted.rows[0]?.n ?? 0);

@@ -28,10 +28,11 @@
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartSegment } from './params';
-import { chartRollup, type ChartWindow, type ExportPath } from './rollups';
+import { planRead } from '../query/planner';
+import { chartRequest, chartSpan, type ChartWindow, type ExportPath } from './rollups';
 
 /** Keys longer than this (UTF-8 bytes) are not rolled up (sql/013: octet_length(key) <= 200). */
-export const MAX_ROLLED_KEY_BYTES = 200;
+export { MAX_ROLLED_KEY_BYTES } from '../query/planner';
 
 export interface PropertyRollupPlan {
   /** Whole UTC hours inside the window (both ends set). */
@@ -44,10 +45,17 @@ export interface PropertyRollupPlan {
   value: string | null;
 }
 
+/** The property-rollup read of a series the planner gives event_properties_hourly. */
+export function propertyRollupOf(span: { from: Date; to: Date }, key: string, breakdown: string | undefined): PropertyRollupPlan {
+  if (breakdown === undefined) return { span, key, dimension: '', value: null };
+  if (breakdown === 'name') return { span, key, dimension: '', value: 'r.name' };
+  return { span, key, dimension: breakdown, value: 'r.value' };
+}
+
 /**
- * Whether a property-segment series can read the property rollups: the key is short enough,
- * and the series' event counts could read the event rollups (no filters, no breakdown or one
- * on `name` or a rolled-up column, whole-UTC-hour bucket boundaries, not 'raw').
+ * Whether a property-segment series can read the property rollups (the planner's choice,
+ * internal/query/planner.ts): the key is short enough, no filters, no breakdown or one on
+ * `name` or a rolled-up column, whole-UTC-hour bucket boundaries, not 'raw'.
  */
 export function chartPropertyRollup(
   window: ChartWindow,
@@ -59,14 +67,9 @@ export function chartPropertyRollup(
 ): PropertyRollupPlan | null {
   if (!PROPERTY_SEGMENTS.has(segment) || property === undefined) return null;
   const key = propertyKey(property);
-  // Bytes of UTF-8 on both sides (octet_length in sql/013), whatever the database encoding.
-  if (key === '' || Buffer.byteLength(key, 'utf8') > MAX_ROLLED_KEY_BYTES) return null;
-  const counts = chartRollup(window, 'event', filters, breakdowns, path);
-  if (!counts) return null;
-  const bd = breakdowns[0]?.name;
-  if (bd === undefined) return { span: counts.span, key, dimension: '', value: null };
-  if (bd === 'name') return { span: counts.span, key, dimension: '', value: 'r.name' };
-  return { span: counts.span, key, dimension: bd, value: 'r.value' };
+  const span = chartSpan(window);
+  const source = planRead(chartRequest(window, 'propertyAggregate', filters, breakdowns, path, key));
+  return span && source?.family === 'event_properties' ? propertyRollupOf(span, key, breakdowns[0]?.name) : null;
 }
 
 /** The value of a group of parts (columns n, s, mn, mx), as the raw path's aggregate. */

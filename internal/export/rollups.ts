@@ -24,6 +24,7 @@
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
+import { EVENT_ROLLUP_DIMENSIONS, planRead, type ReadRequest, type ReadSource, type ReadTarget } from '../query/planner';
 import type { ChartSegment } from './params';
 
 /** What a caller may ask for: 'auto' uses the rollups where they are exact; 'raw' never. */
@@ -32,17 +33,20 @@ export type ExportPath = 'auto' | 'raw';
 export const HOUR_MS = 3_600_000;
 
 /** The columns with an events_<column>_hourly rollup (same list as sql/009_event_rollups.sql). */
-export const EVENT_ROLLUP_DIMENSIONS = [
-  'referrer', 'referrer_name', 'referrer_type',
-  'utm_source', 'utm_medium', 'utm_campaign', 'utm_term', 'utm_content',
-  'country', 'region', 'city',
-  'device', 'browser', 'browser_version', 'os', 'os_version', 'brand', 'model',
-  'origin', 'path',
-] as const;
-const DIMENSIONS: ReadonlySet<string> = new Set(EVENT_ROLLUP_DIMENSIONS);
+export { EVENT_ROLLUP_DIMENSIONS };
 
-/** Segments whose value over a set of hours is the sum of their hourly values. */
-export const ADDITIVE_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['event']);
+/**
+ * What a chart series of `segment` asks the planner for (internal/query/planner.ts): event
+ * counts are additive over hours, property aggregates over their hourly count, sum, min and
+ * max, distinct counts over sketches; one_event_per_user and group read raw (null).
+ */
+export const SEGMENT_TARGETS: Record<ChartSegment, ReadTarget | null> = {
+  event: 'eventCount',
+  user: 'distinctCount', session: 'distinctCount', user_average: 'distinctCount',
+  one_event_per_user: null, group: null,
+  property_sum: 'propertyAggregate', property_average: 'propertyAggregate',
+  property_min: 'propertyAggregate', property_max: 'propertyAggregate',
+};
 
 const floorHour = (ms: number) => Math.floor(ms / HOUR_MS) * HOUR_MS;
 const ceilHour = (ms: number) => Math.ceil(ms / HOUR_MS) * HOUR_MS;
@@ -68,11 +72,20 @@ export interface CountScope {
 
 /**
  * The hours a totalCount can take from the rollups: from the first whole hour at or after
- * `start` to the start of the anchor's hour (that hour is partial: counted raw). Null when
- * the request has a profileId or filters (the rollups have neither), or no whole hour fits.
+ * `start` to the start of the anchor's hour (that hour is partial: counted raw). Null unless
+ * the planner reads the count from events_hourly: no profileId, no filters, a whole hour.
  */
 export function countSpan(scope: CountScope, opts: { profileId: string | undefined; filters: readonly Filter[]; path?: ExportPath }): HourSpan | null {
-  if (opts.path === 'raw' || opts.profileId !== undefined || opts.filters.length > 0) return null;
+  const span = countHours(scope);
+  const source = planRead({
+    side: 'events', target: 'totalCount', filters: opts.filters.map((f) => f.name),
+    profileId: opts.profileId !== undefined, path: opts.path ?? 'auto', wholeHours: span !== null,
+  });
+  return source?.family === 'events' ? span : null;
+}
+
+/** The whole hours from the first at or after the start to the anchor's hour, or null when none. */
+export function countHours(scope: Pick<CountScope, 'startIso' | 'anchorIso'>): HourSpan | null {
   const to = floorHour(Date.parse(scope.anchorIso));
   let from = -Infinity;
   if (scope.startIso !== undefined) {
@@ -209,9 +222,51 @@ export interface ChartRollup {
 }
 
 /**
- * Whether a chart series over `window` can read the rollups, and which one: segment
- * `event`, no filters, no breakdown or one on a rolled-up column (or `name`), and every
- * bucket boundary inside the window on a whole UTC hour.
+ * The whole UTC hours of `window` the rollups may answer for, or null: every bucket boundary
+ * inside the window on a whole UTC hour (each hour in one bucket), and at least one whole hour
+ * inside the window (the planner's grain for charts).
+ */
+export function chartSpan(window: ChartWindow): { from: Date; to: Date } | null {
+  const startMs = window.start.getTime();
+  if (!window.buckets.every((b) => b.getTime() <= startMs || b.getTime() % HOUR_MS === 0)) return null;
+  const from = ceilHour(startMs);
+  const to = floorHour(window.end.getTime());
+  return to > from ? { from: new Date(from), to: new Date(to) } : null;
+}
+
+/** The planner's request for a chart series (internal/query/planner.ts). */
+export function chartRequest(
+  window: ChartWindow,
+  target: ReadTarget,
+  filters: readonly Filter[],
+  breakdowns: readonly { name: string }[],
+  path: ExportPath,
+  propertyKey?: string,
+): ReadRequest {
+  return {
+    side: 'events', target, filters: filters.map((f) => f.name), breakdowns: breakdowns.map((b) => b.name),
+    path, wholeHours: chartSpan(window) !== null, ...(propertyKey === undefined ? {} : { propertyKey }),
+  };
+}
+
+/**
+ * The event-count read of an unfiltered series from `source` (events_hourly, or one column's
+ * hourly rows for a breakdown on it), or null when the source is another.
+ */
+export function chartRollupOf(source: ReadSource | null, span: { from: Date; to: Date }, breakdown: string | undefined): ChartRollup | null {
+  if (source?.family === 'events') {
+    return { span, relation: 'events_hourly', value: breakdown === 'name' ? 'r.name' : null, chartedOnly: true, dimension: '' };
+  }
+  if (source?.family === 'event_column' && breakdown === source.column) {
+    return { span, relation: `events_${source.column}_hourly`, value: 'r.value', chartedOnly: false, dimension: source.column! };
+  }
+  return null;
+}
+
+/**
+ * Whether a chart series over `window` reads the event-count rollups without filters, and
+ * which: the planner's choice for its event counts when that is events_hourly (no breakdown
+ * or one on `name`) or a column's rollups broken down by that column, with no filters.
  */
 export function chartRollup(
   window: ChartWindow,
@@ -220,39 +275,9 @@ export function chartRollup(
   breakdowns: readonly { name: string }[],
   path: ExportPath = 'auto',
 ): ChartRollup | null {
-  if (path === 'raw' || !ADDITIVE_SEGMENTS.has(segment) || filters.length > 0 || breakdowns.length > 1) return null;
-  const startMs = window.start.getTime();
-  if (!window.buckets.every((b) => b.getTime() <= startMs || b.getTime() % HOUR_MS === 0)) return null;
-  const from = ceilHour(startMs);
-  const to = floorHour(window.end.getTime());
-  if (!(to > from)) return null;
-  const span = { from: new Date(from), to: new Date(to) };
-  const bd = breakdowns[0]?.name;
-  if (bd === undefined) return { span, relation: 'events_hourly', value: null, chartedOnly: true, dimension: '' };
-  if (bd === 'name') return { span, relation: 'events_hourly', value: 'r.name', chartedOnly: true, dimension: '' };
-  if (DIMENSIONS.has(bd)) return { span, relation: `events_${bd}_hourly`, value: 'r.value', chartedOnly: false, dimension: bd };
-  return null;
-}
-
-/**
- * The whole UTC hours of `window` that a layered additive read (event cube, one column's
- * rollups) may take from rollups, or null: segment `event`, not the raw path, at most one
- * breakdown, every bucket boundary inside the window on a whole UTC hour, and at least one
- * whole hour inside the window.
- */
-export function layeredSpan(
-  window: ChartWindow,
-  segment: ChartSegment,
-  breakdowns: readonly { name: string }[],
-  path: ExportPath,
-): { from: Date; to: Date } | null {
-  if (path === 'raw' || !ADDITIVE_SEGMENTS.has(segment) || breakdowns.length > 1) return null;
-  const startMs = window.start.getTime();
-  if (!window.buckets.every((b) => b.getTime() <= startMs || b.getTime() % HOUR_MS === 0)) return null;
-  const from = ceilHour(startMs);
-  const to = floorHour(window.end.getTime());
-  if (!(to > from)) return null;
-  return { from: new Date(from), to: new Date(to) };
+  const span = chartSpan(window);
+  if (segment !== 'event' || filters.length > 0 || !span) return null;
+  return chartRollupOf(planRead(chartRequest(window, 'eventCount', filters, breakdowns, path)), span, breakdowns[0]?.name);
 }
 
 /**

@@ -32,7 +32,8 @@
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
-import { chartRollup, rollupGroupedSql, type ChartRollup, type ChartWindow, type ExportPath } from './rollups';
+import { planRead } from '../query/planner';
+import { chartRequest, chartRollup, chartSpan, rollupGroupedSql, type ChartRollup, type ChartWindow, type ExportPath } from './rollups';
 
 /** HyperLogLog parameters of every sketch (= HLL_PARAMS of internal/insights/rollups.ts and sql/011). */
 export const HLL_PARAMS = '14, 5, -1, 1';
@@ -65,11 +66,14 @@ export function chartSketchPlan(
   breakdowns: readonly { name: string }[],
   path: ExportPath = 'auto',
 ): SketchPlan | null {
-  if (!SKETCH_SEGMENTS.has(segment)) return null;
+  if (!SKETCH_SEGMENTS.has(segment) || !chartSpan(window)) return null;
+  // The planner's choice (internal/query/planner.ts); whether the sketches exist is checked
+  // with the threshold, in one statement (sketchDecisionSql).
+  if (planRead(chartRequest(window, 'distinctCount', filters, breakdowns, path))?.family !== 'event_sketches') return null;
+  // The exact event counts (the threshold and the ranks) from the event rollups.
   const counts = chartRollup(window, 'event', filters, breakdowns, path);
-  if (!counts) return null;
   const total = breakdowns.length ? chartRollup(window, 'event', filters, [], path) : counts;
-  if (!total) return null;
+  if (!counts || !total) return null;
   const bd = breakdowns[0]?.name;
   return { counts, total, dimension: bd === undefined || bd === 'name' ? '' : bd, byName: bd === 'name', breakdown: bd !== undefined };
 }

@@ -36,17 +36,24 @@
 // per (hour, dimension, prefix, value), with the filters applied to their value and prefix.
 //
 // This holds only when every hour lies entirely inside one series bucket and inside or
-// outside the period: planFor() takes the rollups only when the period bounds and every
-// bucket start are whole UTC hours (all zones with whole-hour offsets; not Asia/Kolkata),
-// and only without filters or with filters on one dimension as above (the rollups keep no
-// per-event data and one dimension per row). Everything else, and any caller asking for path
-// 'raw', reads the raw rows.
-import { DIMENSION_PREFIX, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
+// outside the period: the read planner (internal/query/planner.ts) takes the rollups only
+// when the period bounds and every bucket start are whole UTC hours (all zones with
+// whole-hour offsets; not Asia/Kolkata), and only when a source of its catalogue keys every
+// filter (these rollups keep no per-event data and one dimension per row; the cube, pair
+// metrics and dimension pairs below keep more). Everything else, and any caller asking for
+// path 'raw', reads the raw rows.
+import { DIMENSION_PREFIX, type SessionDimension } from '../model/event';
 import { compileAll, type IndexedFilter, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { Period } from '../query/period';
+import {
+  CUBE_DIMENSIONS, cubePair, planRead, WIDE_DIMENSIONS,
+  type CubeDimension, type CubePair, type ReadRequest, type ReadSource, type WideDimension,
+} from '../query/planner';
 
-/** What a caller may ask for: 'auto' lets planFor() choose; 'raw' forces the raw tables. */
+export { CUBE_DIMENSIONS, cubePair, WIDE_DIMENSIONS, type CubeDimension, type CubePair, type WideDimension };
+
+/** What a caller may ask for: 'auto' lets the planner choose; 'raw' forces the raw tables. */
 export type InsightsPath = 'auto' | 'raw';
 
 /** How one query reads its sessions. */
@@ -59,95 +66,51 @@ const wholeUtcHour = (d: Date): boolean => d.getTime() % HOUR_MS === 0;
 /** What a query reads: metrics (and the series), pages, or one breakdown dimension. */
 export type PlanTarget = 'metrics' | 'pages' | SessionDimension;
 
-const DIMENSIONS: ReadonlySet<string> = new Set(SESSION_DIMENSIONS);
+/** The rollups hold whole UTC hours: the period's start, end and every bucket start must be on one. */
+export function wholeHoursOf(period: Pick<Period, 'start' | 'end' | 'buckets'>): boolean {
+  return wholeUtcHour(period.start) && wholeUtcHour(period.end) && period.buckets.every(wholeUtcHour);
+}
 
-/**
- * The dimension whose hourly rollup can answer `target` under `filters` (all on session
- * dimensions), or null: the rollup of D holds D as `value` and D's parent as `prefix`, so it
- * can test filters on D and on its parent. A breakdown of D needs its own rollup; metrics take
- * the one filtered dimension's rollup (or, for a dimension and its parent, the child's).
- * Pages have no per-dimension rollup. No filters: null (the unfiltered rollups).
- */
+/** The planner's request for an insights read (internal/query/planner.ts). */
+export function insightsRequest(
+  filters: readonly Filter[],
+  target: PlanTarget,
+  opts: { path?: InsightsPath; wholeHours: boolean; hll?: boolean },
+): ReadRequest {
+  const breakdown = target !== 'metrics' && target !== 'pages';
+  return {
+    side: 'sessions',
+    target: breakdown ? 'breakdown' : target,
+    filters: filters.map((f) => f.name),
+    breakdowns: breakdown ? [target] : [],
+    path: opts.path ?? 'auto',
+    wholeHours: opts.wholeHours,
+    ...(opts.hll === undefined ? {} : { extensions: { hll: opts.hll } }),
+  };
+}
+
+/** The source of a filtered read over whole hours (the views below; null without filters). */
+function filteredSource(filters: readonly Filter[], target: PlanTarget): ReadSource | null {
+  return filters.length ? planRead(insightsRequest(filters, target, { wholeHours: true })) : null;
+}
+
+/** The dimension whose rollup the planner reads for `target` under `filters` (null without filters). */
 export function rollupDimensionFor(filters: readonly Filter[], target: PlanTarget): SessionDimension | null {
-  if (filters.length === 0 || target === 'pages') return null;
-  const names = new Set(filters.map((f) => f.name));
-  if (![...names].every((n) => DIMENSIONS.has(n))) return null;
-  const covers = (d: SessionDimension) => [...names].every((n) => n === d || n === DIMENSION_PREFIX[d]);
-  if (target !== 'metrics') return covers(target) ? target : null;
-  return ([...names] as SessionDimension[]).find(covers) ?? null;
+  const source = filteredSource(filters, target);
+  return source?.family === 'session_dimension' ? source.dimension! : null;
 }
 
-/**
- * The low-cardinality session dimensions kept together, per combination, in the session cube
- * (sql/012_rollup_session_cube.sql): a breakdown of one of them filtered on others reads it.
- */
-export const CUBE_DIMENSIONS = [
-  'referrer_name', 'referrer_type', 'utm_source', 'utm_medium', 'country', 'device', 'browser', 'os', 'brand',
-] as const satisfies readonly SessionDimension[];
-
-const CUBE: ReadonlySet<string> = new Set(CUBE_DIMENSIONS);
-
-export type CubeDimension = (typeof CUBE_DIMENSIONS)[number];
-
-/** One pair of cube dimensions, as the daily pair rows key it (sql/015, sql/016). */
-export interface CubePair {
-  /** `first,second` in CUBE_DIMENSIONS order. */
-  key: string;
-  a: CubeDimension;
-  b: CubeDimension;
-}
-
-/**
- * The pair of cube dimensions whose daily pair rows answer a read naming `names` (all cube
- * dimensions): those two, or the one named and the first other; null for three or more.
- */
-export function cubePair(names: Iterable<CubeDimension>): CubePair | null {
-  const named = new Set(names);
-  if (named.size > 2) return null;
-  const cols = CUBE_DIMENSIONS.filter((d) => named.has(d));
-  for (const d of CUBE_DIMENSIONS) if (cols.length < 2 && !named.has(d)) cols.push(d);
-  cols.sort((x, y) => CUBE_DIMENSIONS.indexOf(x) - CUBE_DIMENSIONS.indexOf(y));
-  const [a, b] = cols as [CubeDimension, CubeDimension];
-  return { key: `${a},${b}`, a, b };
-}
-
-/**
- * Whether a breakdown of `target` under `filters` reads the session cube: the target and every
- * filtered name are cube dimensions, and no single dimension rollup can apply the filters
- * (rollupDimensionFor: those are narrower). Metrics never do (unique visitors are not
- * additive; the cube keeps only additive sums), nor do pages.
- */
+/** Whether the planner reads a filtered breakdown from the session cube. */
 export function cubeFor(filters: readonly Filter[], target: PlanTarget): boolean {
-  if (filters.length === 0 || target === 'metrics' || target === 'pages') return false;
-  if (rollupDimensionFor(filters, target) !== null) return false;
-  return CUBE.has(target) && filters.every((f) => CUBE.has(f.name));
+  return filteredSource(filters, target)?.family === 'session_cube';
 }
 
-/**
- * The pair of cube dimensions whose daily pair metrics (sql/018_session_pair_metrics.sql)
- * answer metrics filtered by `filters`, or null: metrics only, every filter on a cube
- * dimension, two dimensions named (one is the narrower dimension rollup's: rollupDimensionFor).
- * The caller must also know that the pair metrics exist (the hll extension): else raw.
- */
+/** The pair metrics (sql/018) the planner reads filtered metrics from, if their tables exist. */
 export function pairMetricsFor(filters: readonly Filter[], target: PlanTarget): CubePair | null {
-  if (filters.length === 0 || target !== 'metrics') return null;
-  if (rollupDimensionFor(filters, target) !== null) return null;
-  if (!filters.every((f) => CUBE.has(f.name))) return null;
-  return cubePair(filters.map((f) => f.name as CubeDimension));
+  return filteredSource(filters, target)?.family === 'session_pair_metrics'
+    ? cubePair(filters.map((f) => f.name as CubeDimension))
+    : null;
 }
-
-/**
- * The session dimensions the session cube leaves out (their values would multiply its
- * combinations); each is kept per local day paired with each cube dimension
- * (sql/019_session_dimension_pairs.sql), with its parent as the rows' a_prefix.
- */
-export const WIDE_DIMENSIONS = [
-  'referrer', 'utm_campaign', 'utm_term', 'utm_content', 'region', 'city', 'browser_version', 'os_version', 'model',
-] as const satisfies readonly SessionDimension[];
-
-export type WideDimension = (typeof WIDE_DIMENSIONS)[number];
-
-const WIDE: ReadonlySet<string> = new Set(WIDE_DIMENSIONS);
 
 /** One (wide, cube) pair of sql/019, as its daily rows key it. */
 export interface DimensionPair {
@@ -157,35 +120,21 @@ export interface DimensionPair {
   cube: CubeDimension;
 }
 
-/**
- * The (wide, cube) pair whose daily rows (sql/019) answer a breakdown of `target` under
- * `filters`, or null: the breakdown and the filters name one wide dimension W, possibly W's
- * parent, and at most one cube dimension C (when none, C is W's parent: a country breakdown
- * filtered on city), and the breakdown is one of those. Narrower reads come first: a
- * dimension's own rollup (rollupDimensionFor) and the session cube (cubeFor). Metrics and
- * pages never (the rows keep no screen views or visitors, no pages).
- */
+/** The (wide, cube) pair of a planner entry of family session_dimension_pair. */
+export function dimensionPairOf(source: ReadSource): DimensionPair {
+  return { key: `${source.wide!},${source.cube!}`, wide: source.wide!, cube: source.cube! };
+}
+
+/** The (wide, cube) dimension pair the planner reads a filtered breakdown from. */
 export function dimensionPairFor(filters: readonly Filter[], target: PlanTarget): DimensionPair | null {
-  if (filters.length === 0 || target === 'metrics' || target === 'pages') return null;
-  if (rollupDimensionFor(filters, target) !== null || cubeFor(filters, target)) return null;
-  const names = new Set<string>([target, ...filters.map((f) => f.name)]);
-  const wides = [...names].filter((n) => WIDE.has(n)) as WideDimension[];
-  if (wides.length !== 1) return null;
-  const wide = wides[0]!;
-  const parent = DIMENSION_PREFIX[wide];
-  const others = [...names].filter((n) => n !== wide && n !== parent);
-  if (others.length > 1 || !others.every((n) => CUBE.has(n))) return null;
-  const cube = (others[0] ?? parent) as CubeDimension | undefined;
-  return cube === undefined ? null : { key: `${wide},${cube}`, wide, cube };
+  const source = filteredSource(filters, target);
+  return source?.family === 'session_dimension_pair' ? dimensionPairOf(source) : null;
 }
 
 /**
- * The single decision between the rollups and the raw tables for metrics, pages and
- * breakdowns: rollups when not forced raw, when the period's start and end and every bucket
- * start are whole UTC hours, and when there are no filters or rollupDimensionFor() finds a
- * dimension rollup that can apply them, or the breakdown reads the session cube (cubeFor) or a
- * (wide, cube) dimension pair (dimensionPairFor), or metrics read their pair metrics
- * (pairMetricsFor; the target defaults to metrics).
+ * Rollups or raw rows for metrics, pages and breakdowns: planRead() (internal/query/planner.ts)
+ * over the period's hours, answering as if the hll extension were installed (runInsightsQuery
+ * asks with what the database has).
  */
 export function planFor(
   period: Pick<Period, 'start' | 'end' | 'buckets'>,
@@ -193,16 +142,11 @@ export function planFor(
   path: InsightsPath = 'auto',
   target: PlanTarget = 'metrics',
 ): ReadPlan {
-  if (path === 'raw') return 'raw';
-  if (filters.length > 0 && rollupDimensionFor(filters, target) === null && !cubeFor(filters, target)
-      && pairMetricsFor(filters, target) === null && dimensionPairFor(filters, target) === null) return 'raw';
-  if (!wholeUtcHour(period.start) || !wholeUtcHour(period.end)) return 'raw';
-  if (!period.buckets.every(wholeUtcHour)) return 'raw';
-  return 'rollup';
+  return planRead(insightsRequest(filters, target, { path, wholeHours: wholeHoursOf(period) })) ? 'rollup' : 'raw';
 }
 
 /**
- * Filters applied on a dimension's rollup (dimension chosen by rollupDimensionFor): compiled by
+ * Filters applied on a dimension's rollup (the planner's session_dimension entry): compiled by
  * internal/query/filters.ts over the rollup rows seen with the dimensions' column names.
  */
 export interface RollupFilter {
@@ -210,7 +154,7 @@ export interface RollupFilter {
   filters: readonly IndexedFilter[];
 }
 
-/** Filters on two cube dimensions applied on their daily pair metrics (pairMetricsFor). */
+/** Filters on two cube dimensions applied on their daily pair metrics (the planner's session_pair_metrics entry). */
 export interface PairFilter {
   pair: CubePair;
   filters: readonly IndexedFilter[];
@@ -660,7 +604,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
 /**
  * A breakdown over the rollups: columns name, [prefix,] sessions, bounces, timed_sessions,
  * duration_ms, screen_views; sorted and paged as the raw query. `filters` (on the dimension or its parent
- * only, see rollupDimensionFor) apply to the rollup rows and to the raw tail alike.
+ * only: the planner's session_dimension entry) apply to the rollup rows and to the raw tail alike.
  */
 export function rollupBreakdownSql(
   scope: RollupScope,
@@ -724,7 +668,7 @@ function breakdownRowsSql(dimension: SessionDimension, params: SqlParams, limit:
 }
 
 /**
- * A breakdown naming one (wide, cube) dimension pair (dimensionPairFor) over its daily rows
+ * A breakdown naming one (wide, cube) dimension pair (the planner's session_dimension_pair entry) over its daily rows
  * (sql/019_session_dimension_pairs.sql, screen_views from sql/023): columns name, [prefix,] sessions, bounces,
  * timed_sessions, duration_ms, screen_views; sorted and paged as the raw query. The period's local days that
  * are complete in rollup_session_dim_pairs_days and have no logged hour read the pair's rows
@@ -775,7 +719,7 @@ export function dimensionPairBreakdownSql(
 }
 
 /**
- * A breakdown of a cube dimension filtered on other cube dimensions (cubeFor), over the session
+ * A breakdown of a cube dimension filtered on other cube dimensions (the planner's session_cube entry), over the session
  * cube (sql/012_rollup_session_cube.sql, screen_views from sql/023): columns name, sessions, bounces, timed_sessions,
  * duration_ms, screen_views; sorted and paged as the raw query. The period's local days that are complete in
  * rollup_session_cube_days and have no logged hour read their daily rows (when the breakdown

@@ -36,24 +36,21 @@ import { checkRegexes, projectTimezone } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
 import { exactVisitorsMaxFrom } from '../config/config';
 import {
-  planFor,
   rollupBreakdownSql,
   cubeBreakdownSql,
-  cubeFor,
   CUBE_DIMENSIONS,
-  rollupDimensionFor,
+  cubePair,
+  type CubeDimension,
+  insightsRequest,
   rollupMetricsSql,
   rollupPagesSql,
   type InsightsPath,
   type PlanTarget,
-  type ReadPlan,
-  type RollupFilter,
-  type PairFilter,
-  pairMetricsFor,
   dimensionPairBreakdownSql,
-  dimensionPairFor,
-  type DimensionPair,
+  dimensionPairOf,
+  wholeHoursOf,
 } from './rollups';
+import { planRead, type ReadSource } from '../query/planner';
 import { scopedSessionsSql, type SessionScope } from './sessions';
 
 export const BREAKDOWN_DIMENSIONS = SESSION_DIMENSIONS;
@@ -69,7 +66,7 @@ export interface InsightsOptions {
   /** Statement timeout of every query, ms (default 5000). */
   statementTimeoutMs?: number;
   /**
-   * 'auto' (default): metrics, pages and breakdowns from the rollups where planFor() allows,
+   * 'auto' (default): metrics, pages and breakdowns from the rollups where the read planner finds a source,
    * else metrics and breakdowns from the raw sessions and pages by the indexed query. 'raw':
    * the original raw-table queries everywhere (the reference the tests compare with, and a
    * fallback; unique visitors always exact).
@@ -130,16 +127,11 @@ interface QueryContext {
   projectId: string;
   period: Period;
   filters: SplitFilters;
-  /** Metrics, pages and breakdowns: rollups or raw rows (planFor, decided once per query). */
-  plan: ReadPlan;
-  /** On the rollup path with filters: the dimension rollup that applies them. */
-  rollupFilter?: RollupFilter;
-  /** On the rollup path: metrics filtered on two cube dimensions read their pair metrics (pairMetricsFor). */
-  pairFilter?: PairFilter;
-  /** On the rollup path: a breakdown filtered on other cube dimensions reads the session cube (cubeFor). */
-  cube: boolean;
-  /** On the rollup path: a breakdown naming a (wide, cube) dimension pair reads its daily rows (dimensionPairFor). */
-  dimensionPair?: DimensionPair;
+  /**
+   * Metrics, pages and breakdowns: the rollup source the planner chose (planRead of
+   * internal/query/planner.ts, decided once per query), or null for the raw rows.
+   */
+  source: ReadSource | null;
   /** rollup_visitors_hourly exists (hll extension installed): metrics may use sketches. */
   sketches: boolean;
   /** rollup_visitor_values_hourly exists (sql/010): filtered metrics may use sketches. */
@@ -157,11 +149,19 @@ export async function getMetrics(
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
     const p = new SqlParams();
     const exactMax = options.exactVisitorsMax ?? defaultExactVisitorsMax();
-    const sql = ctx.plan === 'rollup'
+    const { source } = ctx;
+    // A dimension's rollup applies the filters with per-value sketches (sql/010); the pair
+    // metrics with theirs (sql/018); the unfiltered rollups with the hourly ones (sql/008).
+    const filter = source?.family === 'session_dimension'
+      ? { dimension: source.dimension!, filters: ctx.filters.session }
+      : source?.family === 'session_pair_metrics'
+        ? { pair: cubePair(ctx.filters.session.map((x) => x.filter.name as CubeDimension))!, filters: ctx.filters.session }
+        : undefined;
+    const sql = source
       ? rollupMetricsSql(
         scopeOf(ctx), ctx.period.buckets, p,
-        { exactMax, sketches: ctx.rollupFilter ? ctx.valueSketches : ctx.sketches },
-        ctx.rollupFilter ?? ctx.pairFilter,
+        { exactMax, sketches: source.family === 'session_dimension' ? ctx.valueSketches : ctx.sketches },
+        filter,
       )
       : rawMetricsSql(ctx, p);
     const { rows } = await ctx.db.query<MetricsRow>(sql, p.values);
@@ -233,7 +233,7 @@ export async function getPages(
     const p = new SqlParams();
     const sql = options.path === 'raw'
       ? referencePagesSql(ctx, p)
-      : ctx.plan === 'rollup'
+      : ctx.source
         ? rollupPagesSql(scopeOf(ctx), p, ctx.limit, ctx.offset, SCREEN_VIEW)
         : pagesSql(ctx, p);
     const { rows } = await ctx.db.query<PagesRow>(sql, p.values);
@@ -375,13 +375,14 @@ export async function getBreakdown(
   const parent = DIMENSION_PREFIX[dimension];
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
     const p = new SqlParams();
-    const sql = ctx.plan !== 'rollup'
+    const family = ctx.source?.family;
+    const sql = !ctx.source
       ? rawBreakdownSql(ctx, dimension, p)
-      : ctx.cube && isCubeDimension(dimension)
+      : family === 'session_cube' && isCubeDimension(dimension)
         ? cubeBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.filters.session)
-        : ctx.dimensionPair
-          ? dimensionPairBreakdownSql(scopeOf(ctx), dimension, ctx.dimensionPair, p, ctx.limit, ctx.offset, ctx.filters.session)
-          : rollupBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.rollupFilter?.filters);
+        : family === 'session_dimension_pair'
+          ? dimensionPairBreakdownSql(scopeOf(ctx), dimension, dimensionPairOf(ctx.source), p, ctx.limit, ctx.offset, ctx.filters.session)
+          : rollupBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.filters.session);
     const { rows } = await ctx.db.query<BreakdownSqlRow>(sql, p.values);
     return rows.map((row): BreakdownRow => {
       const sessions = toNumber(row.sessions);
@@ -499,18 +500,14 @@ async function runInsightsQuery<T>(
     const timezone = await projectTimezone(db, projectId);
     await checkRegexes(db, params.filters);
     const period = resolvePeriod(params, timezone, now);
-    let plan = planFor(period, params.filters, options.path, target);
-    const pair = plan === 'rollup' ? pairMetricsFor(params.filters, target) : null;
-    // Pair metrics need their tables (the hll extension): without them, the raw sessions.
-    if (pair && setup[0]?.pair_metrics !== true) plan = 'raw';
+    // One rule picks the source (internal/query/planner.ts); the pair metrics need their
+    // tables (the hll extension): without them, the raw sessions.
+    const source = planRead(insightsRequest(params.filters, target, {
+      path: options.path, wholeHours: wholeHoursOf(period), hll: setup[0]?.pair_metrics === true,
+    }));
     const filters = splitFilters(params.filters);
-    const dimension = plan === 'rollup' ? rollupDimensionFor(params.filters, target) : null;
-    const rollupFilter = dimension ? { dimension, filters: filters.session } : undefined;
-    const pairFilter = plan === 'rollup' && pair ? { pair, filters: filters.session } : undefined;
-    const cube = plan === 'rollup' && cubeFor(params.filters, target);
-    const dimensionPair = plan === 'rollup' ? dimensionPairFor(params.filters, target) ?? undefined : undefined;
     try {
-      return await query({ db, projectId, period, filters, plan, rollupFilter, pairFilter, cube, dimensionPair, sketches, valueSketches, ...page });
+      return await query({ db, projectId, period, filters, source, sketches, valueSketches, ...page });
     } catch (err) {
       if (pgErrorCode(err) === PG_INVALID_REGULAR_EXPRESSION) {
         throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);

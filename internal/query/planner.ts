@@ -1,0 +1,318 @@
+// The read planner: which pre-aggregated source answers a dashboard read (issue #15).
+//
+// Insights (sessions: metrics, pages, breakdowns) and the export (events: chart series,
+// totalCount) read rollup tables where one can answer the read exactly, and the raw
+// `sessions` / `events` rows otherwise (docs/rollups.md, "Reading: one planner"). Which table
+// is decided here and only here, by ONE rule over the read catalogue below (data: one entry
+// per source, the way the write side's internal/store/rollup-catalogue.ts lists what is kept):
+//
+//   among the entries of the read's side whose filter keys cover every filter name, whose
+//   group keys cover every breakdown, that are named by the read where they must be (a
+//   per-column table serves reads of its own column), whose measures cover the target, whose
+//   grain fits (the rollups hold whole UTC hours: a read uses them only when its period's
+//   hours fall each in one bucket and, on the export side, when some whole hour is inside)
+//   and whose needs are met (the hll extension), the FIRST in catalogue order, which is
+//   ordered smallest first; none: raw. A caller asking for path 'raw' always reads raw.
+//
+// planRead() is pure (no database, no clock): the callers map the chosen entry to their SQL
+// builders (internal/insights/service.ts and rollups.ts; internal/export/charts.ts,
+// events.ts, sketches.ts, property-rollups.ts). The local-day tables (pairs, cubes' days,
+// event_counts_daily) are read for the complete days that fall inside one bucket and the
+// hourly tables or raw rows for the other hours, so every entry needs the same whole hours.
+import { DIMENSION_PREFIX, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
+
+// ---------------------------------------------------------------------------------------
+// The keys the sources are built over
+
+/**
+ * The low-cardinality session dimensions kept together, per combination, in the session cube
+ * (sql/012_rollup_session_cube.sql) and the event cube (sql/015_event_cube.sql), and in pairs
+ * per local day (sql/016, sql/018, sql/015).
+ */
+export const CUBE_DIMENSIONS = [
+  'referrer_name', 'referrer_type', 'utm_source', 'utm_medium', 'country', 'device', 'browser', 'os', 'brand',
+] as const satisfies readonly SessionDimension[];
+export type CubeDimension = (typeof CUBE_DIMENSIONS)[number];
+
+/**
+ * The session dimensions the session cube leaves out (their values would multiply its
+ * combinations); each is kept per local day paired with each cube dimension
+ * (sql/019_session_dimension_pairs.sql), with its parent as the rows' a_prefix.
+ */
+export const WIDE_DIMENSIONS = [
+  'referrer', 'utm_campaign', 'utm_term', 'utm_content', 'region', 'city', 'browser_version', 'os_version', 'model',
+] as const satisfies readonly SessionDimension[];
+export type WideDimension = (typeof WIDE_DIMENSIONS)[number];
+
+/** The event columns with an events_<column>_hourly rollup (same list as sql/009_event_rollups.sql). */
+export const EVENT_ROLLUP_DIMENSIONS = [
+  'referrer', 'referrer_name', 'referrer_type',
+  'utm_source', 'utm_medium', 'utm_campaign', 'utm_term', 'utm_content',
+  'country', 'region', 'city',
+  'device', 'browser', 'browser_version', 'os', 'os_version', 'brand', 'model',
+  'origin', 'path',
+] as const;
+export type RollupColumn = (typeof EVENT_ROLLUP_DIMENSIONS)[number];
+
+/** Keys of the event rollups (sql/013: property keys longer than this are not rolled up). */
+export const MAX_ROLLED_KEY_BYTES = 200;
+
+// ---------------------------------------------------------------------------------------
+// The request
+
+export type ReadSide = 'sessions' | 'events';
+
+/**
+ * What a read asks for:
+ * - sessions: `metrics` (the five session sums per bucket and in total, plus unique visitors),
+ *   `pages` (per page sums and title), `breakdown` (the five sums per value of the breakdown);
+ * - events: `eventCount` (a chart series of segment event: counts per bucket and breakdown
+ *   value), `distinctCount` (segments user, session, user_average: estimated from sketches
+ *   above the exact threshold), `propertyAggregate` (property_sum/average/min/max of one
+ *   top-level key), `totalCount` (/export/events meta.totalCount: every event, bots and
+ *   session rows too). one_event_per_user and group have no target: always raw.
+ */
+export type ReadTarget = 'metrics' | 'pages' | 'breakdown' | 'eventCount' | 'distinctCount' | 'propertyAggregate' | 'totalCount';
+
+export interface ReadRequest {
+  side: ReadSide;
+  target: ReadTarget;
+  /** The names the filters test (a name may repeat). */
+  filters: readonly string[];
+  /** The breakdown names (sessions' `breakdown`: the one dimension). */
+  breakdowns?: readonly string[];
+  /** 'raw' never reads a rollup. Default 'auto'. */
+  path?: 'auto' | 'raw';
+  /**
+   * The hours fit: insights, the period's start, end and every bucket start are whole UTC
+   * hours; charts, every bucket boundary inside the window is a whole UTC hour and some whole
+   * hour lies inside it; totalCount, some whole hour lies between the start and the anchor.
+   */
+  wholeHours: boolean;
+  /** The read is one profile's (export profileId): no rollup keeps profiles. */
+  profileId?: boolean;
+  /** propertyAggregate: the top-level property key. */
+  propertyKey?: string;
+  /**
+   * Extensions the sources may need; undefined: not known here (the caller checks at run
+   * time, or answers as if present: planFor()).
+   */
+  extensions?: { hll?: boolean };
+}
+
+// ---------------------------------------------------------------------------------------
+// The catalogue
+
+export type SourceFamily =
+  | 'sessions' | 'pages' | 'session_dimension' | 'session_pair_metrics' | 'session_cube' | 'session_dimension_pair'
+  | 'events' | 'event_column' | 'event_properties' | 'event_sketches' | 'event_cube';
+
+export interface ReadSource {
+  /** Unique: the family and its parameter (`session_dimension:city`, `session_dimension_pair:city,device`). */
+  id: string;
+  family: SourceFamily;
+  side: ReadSide;
+  /** The tables read (documentation). */
+  tables: string;
+  /** Names a filter may test: the source's rows carry them. */
+  filterKeys: ReadonlySet<string>;
+  /** Names a breakdown may group by. */
+  groupKeys: ReadonlySet<string>;
+  /** Names the read must name (a filter or the breakdown): a per-column source serves its column's reads. */
+  named: readonly string[];
+  /** At most this many distinct filter names (pair tables keep two dimensions). */
+  maxFilterNames?: number;
+  /** At most this many breakdowns. */
+  maxBreakdowns: number;
+  measures: ReadonlySet<ReadTarget>;
+  /** `hour`: hourly rows; `day`: local-day rows, the period's other hours raw or hourly. Both need whole UTC hours. */
+  grain: 'hour' | 'day';
+  needs: readonly 'hll'[];
+  /** propertyAggregate: keys of at most this many UTF-8 bytes. */
+  maxKeyBytes?: number;
+  /** Position in the catalogue (smallest first). */
+  rank: number;
+  /** session_dimension: the dimension (value) whose rollup this is. */
+  dimension?: SessionDimension;
+  /** session_dimension_pair: the wide dimension and the cube dimension of the rows. */
+  wide?: WideDimension;
+  cube?: CubeDimension;
+  /** event_column: the column. */
+  column?: RollupColumn;
+}
+
+const set = <T extends string = string>(...names: readonly T[]): ReadonlySet<T> => new Set(names);
+const measures = (...targets: readonly ReadTarget[]): ReadonlySet<ReadTarget> => new Set(targets);
+const parentOf = (d: SessionDimension): SessionDimension[] => (DIMENSION_PREFIX[d] ? [DIMENSION_PREFIX[d]!] : []);
+const SESSION_SUMS = measures('metrics');
+
+type Entry = Omit<ReadSource, 'rank'>;
+
+function sessionEntries(): Entry[] {
+  const out: Entry[] = [
+    {
+      id: 'sessions', family: 'sessions', side: 'sessions',
+      tables: 'rollup_sessions_hourly; visitors: rollup_visitors_hourly, rollup_visitors_dayparts (hll) or exact',
+      filterKeys: set(), groupKeys: set(), named: [], maxBreakdowns: 0, measures: SESSION_SUMS, grain: 'hour', needs: [],
+    },
+    {
+      id: 'pages', family: 'pages', side: 'sessions',
+      tables: 'rollup_pages_hourly, rollup_pages_daily (whole UTC days)',
+      filterKeys: set(), groupKeys: set(), named: [], maxBreakdowns: 0, measures: measures('pages'), grain: 'hour', needs: [],
+    },
+  ];
+  // One dimension's rollup: value = the dimension, prefix = its parent. It serves the reads
+  // that name the dimension: metrics filtered on it (and its parent), its breakdown.
+  for (const d of SESSION_DIMENSIONS) {
+    out.push({
+      id: `session_dimension:${d}`, family: 'session_dimension', side: 'sessions', dimension: d,
+      tables: `rollup_${d}_hourly; visitors: rollup_visitor_values_hourly (hll) or exact`,
+      filterKeys: set(d, ...parentOf(d)), groupKeys: set(d), named: [d], maxBreakdowns: 1,
+      measures: measures('metrics', 'breakdown'), grain: 'hour', needs: [],
+    });
+  }
+  // Metrics filtered on two cube dimensions: per local day and pair, the sums and a visitors sketch.
+  out.push({
+    id: 'session_pair_metrics', family: 'session_pair_metrics', side: 'sessions',
+    tables: 'rollup_session_pair_metrics_daily (days in rollup_session_pair_metrics_days), other hours raw',
+    filterKeys: set(...CUBE_DIMENSIONS), groupKeys: set(), named: [], maxFilterNames: 2, maxBreakdowns: 0,
+    measures: SESSION_SUMS, grain: 'day', needs: ['hll'],
+  });
+  // A breakdown of a cube dimension filtered on cube dimensions (no visitors: metrics never).
+  out.push({
+    id: 'session_cube', family: 'session_cube', side: 'sessions',
+    tables: 'rollup_session_cube_hourly; days: rollup_session_cube_pairs_daily (two named) or rollup_session_cube_daily',
+    filterKeys: set(...CUBE_DIMENSIONS), groupKeys: set(...CUBE_DIMENSIONS), named: [], maxBreakdowns: 1,
+    measures: measures('breakdown'), grain: 'hour', needs: [],
+  });
+  // A breakdown naming one wide dimension W (and maybe its parent) and one cube dimension C:
+  // the (W, C) rows per local day (a = W, a_prefix = W's parent, b = C); (W, parent) first.
+  for (const w of WIDE_DIMENSIONS) {
+    const parent = DIMENSION_PREFIX[w] as CubeDimension | undefined;
+    const cubes = parent ? [parent, ...CUBE_DIMENSIONS.filter((c) => c !== parent)] : CUBE_DIMENSIONS;
+    for (const c of cubes) {
+      const keys = set(w, ...parentOf(w), c);
+      out.push({
+        id: `session_dimension_pair:${w},${c}`, family: 'session_dimension_pair', side: 'sessions', wide: w, cube: c,
+        tables: 'rollup_session_dim_pairs_daily (days in rollup_session_dim_pairs_days), other hours raw',
+        filterKeys: keys, groupKeys: keys, named: c === parent ? [w] : [w, c], maxBreakdowns: 1,
+        measures: measures('breakdown'), grain: 'day', needs: [],
+      });
+    }
+  }
+  return out;
+}
+
+function eventEntries(): Entry[] {
+  const columns = EVENT_ROLLUP_DIMENSIONS;
+  const out: Entry[] = [
+    {
+      id: 'events', family: 'events', side: 'events',
+      tables: 'events_hourly; days: event_counts_daily (dimension \'\')',
+      filterKeys: set(), groupKeys: set('name'), named: [], maxBreakdowns: 1,
+      measures: measures('eventCount', 'totalCount'), grain: 'hour', needs: [],
+    },
+  ];
+  // One column's rollups: per hour or local day, event name and value of the column. They
+  // serve the reads naming the column (fewer rows than the cube, which holds nine columns).
+  for (const c of columns) {
+    out.push({
+      id: `event_column:${c}`, family: 'event_column', side: 'events', column: c,
+      tables: `events_${c}_hourly; days: event_counts_daily (dimension ${c}); totalCount also event_uncharted_hourly/daily`,
+      filterKeys: set('name', c), groupKeys: set('name', c), named: [c], maxBreakdowns: 1,
+      measures: measures('eventCount', 'totalCount'), grain: 'hour', needs: [],
+    });
+  }
+  out.push({
+    id: 'event_properties', family: 'event_properties', side: 'events',
+    tables: 'event_properties_hourly (dimension \'\' or one column)',
+    filterKeys: set(), groupKeys: set('name', ...columns), named: [], maxBreakdowns: 1,
+    measures: measures('propertyAggregate'), grain: 'hour', needs: [], maxKeyBytes: MAX_ROLLED_KEY_BYTES,
+  });
+  out.push({
+    id: 'event_sketches', family: 'event_sketches', side: 'events',
+    tables: 'events_sketches_hourly, events_sketches_daily (above the exact threshold; counts from the event rollups)',
+    filterKeys: set(), groupKeys: set('name', ...columns), named: [], maxBreakdowns: 1,
+    measures: measures('distinctCount'), grain: 'hour', needs: ['hll'],
+  });
+  out.push({
+    id: 'event_cube', family: 'event_cube', side: 'events',
+    tables: 'event_cube_hourly; days: event_cube_pairs_daily (at most two named) or event_cube_daily',
+    filterKeys: set('name', ...CUBE_DIMENSIONS), groupKeys: set('name', ...CUBE_DIMENSIONS), named: [], maxBreakdowns: 1,
+    measures: measures('eventCount', 'totalCount'), grain: 'hour', needs: [],
+  });
+  return out;
+}
+
+/** The read catalogue, smallest first within each side. */
+export const READ_CATALOGUE: readonly ReadSource[] = [...sessionEntries(), ...eventEntries()].map((e, rank) => ({ ...e, rank }));
+
+const BY_ID = new Map(READ_CATALOGUE.map((e) => [e.id, e]));
+
+/** The entry of `id` (throws on an unknown id: ids are ours). */
+export function readSource(id: string): ReadSource {
+  const e = BY_ID.get(id);
+  if (!e) throw new Error(`no read source ${id}`);
+  return e;
+}
+
+// ---------------------------------------------------------------------------------------
+// The rule
+
+/** Why an entry does not answer a request, or null when it does (the rule, one test at a time). */
+export function mismatch(entry: ReadSource, request: ReadRequest): string | null {
+  const breakdowns = request.breakdowns ?? [];
+  const filters = new Set(request.filters);
+  // No rollup keeps profiles: a profile's read is a filter on profile_id.
+  if (request.profileId) filters.add('profile_id');
+  if (entry.side !== request.side) return 'side';
+  if (!entry.measures.has(request.target)) return 'measure';
+  for (const n of filters) if (!entry.filterKeys.has(n)) return `filter ${n}`;
+  if (entry.maxFilterNames !== undefined && filters.size > entry.maxFilterNames) return 'filter names';
+  if (breakdowns.length > entry.maxBreakdowns) return 'breakdowns';
+  for (const n of breakdowns) if (!entry.groupKeys.has(n)) return `breakdown ${n}`;
+  for (const n of entry.named) if (!filters.has(n) && !breakdowns.includes(n)) return `unnamed ${n}`;
+  if (entry.maxKeyBytes !== undefined) {
+    const key = request.propertyKey ?? '';
+    // Bytes of UTF-8 on both sides (octet_length in sql/013), whatever the database encoding.
+    if (key === '' || Buffer.byteLength(key, 'utf8') > entry.maxKeyBytes) return 'property key';
+  }
+  if (!request.wholeHours) return 'grain';
+  if (entry.needs.includes('hll') && request.extensions?.hll === false) return 'needs hll';
+  return null;
+}
+
+/**
+ * The source a read takes: the first catalogue entry (smallest first) that answers it
+ * (mismatch() null), or null for the raw rows. Path 'raw': null.
+ */
+export function planRead(request: ReadRequest): ReadSource | null {
+  if ((request.path ?? 'auto') === 'raw') return null;
+  for (const entry of READ_CATALOGUE) if (mismatch(entry, request) === null) return entry;
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers the SQL builders share
+
+/** One pair of cube dimensions, as the daily pair rows key it (sql/015, sql/016, sql/018). */
+export interface CubePair {
+  /** `first,second` in CUBE_DIMENSIONS order. */
+  key: string;
+  a: CubeDimension;
+  b: CubeDimension;
+}
+
+/**
+ * The pair of cube dimensions whose daily pair rows answer a read naming `names` (all cube
+ * dimensions): those two, or the one named and the first other; null for three or more.
+ */
+export function cubePair(names: Iterable<CubeDimension>): CubePair | null {
+  const named = new Set(names);
+  if (named.size > 2) return null;
+  const cols = CUBE_DIMENSIONS.filter((d) => named.has(d));
+  for (const d of CUBE_DIMENSIONS) if (cols.length < 2 && !named.has(d)) cols.push(d);
+  cols.sort((x, y) => CUBE_DIMENSIONS.indexOf(x) - CUBE_DIMENSIONS.indexOf(y));
+  const [a, b] = cols as [CubeDimension, CubeDimension];
+  return { key: `${a},${b}`, a, b };
+}
