@@ -35,15 +35,18 @@ const WINDOWS = [
 ] as const;
 /**
  * Every hour has sessions in these ranges: the DST days (New York 2026-03-08, Berlin 2026-03-29
- * and 2026-10-25, New York 2026-11-01) with the local days around them, 2026-03-10 and the
- * autumn days the tests below single out. Elsewhere in the windows, sessions fall only in the
- * UTC hours numbered 0 mod 7 (about three a day, other hours each day, so every local day edge
- * is met): as many sessions in a seventh of the hours there (the setup's cost is per hour).
+ * and 2026-10-25, New York 2026-11-01) in every timezone here, the autumn days the tests below
+ * single out (2026-10-20 to 22) and the hours never rolled up (from REFRESHED_BEFORE). Elsewhere
+ * in the windows, sessions fall only in the UTC hours numbered 0 mod 7 (about three a day, other
+ * hours each day, so every local day edge is met): as many sessions in a seventh of the hours
+ * there (the setup's cost is per refreshed hour).
  */
 const FULL_HOURS = [
-  ['2026-03-07T00:00:00Z', '2026-03-11T00:00:00Z'],
-  ['2026-03-28T00:00:00Z', '2026-03-31T00:00:00Z'],
-  ['2026-10-19T12:00:00Z', '2026-11-04T00:00:00Z'],
+  ['2026-03-07T12:00:00Z', '2026-03-09T12:00:00Z'],
+  ['2026-03-28T12:00:00Z', '2026-03-30T12:00:00Z'],
+  ['2026-10-20T00:00:00Z', '2026-10-23T00:00:00Z'],
+  ['2026-10-24T12:00:00Z', '2026-10-26T12:00:00Z'],
+  ['2026-10-28T00:00:00Z', '2026-11-04T00:00:00Z'],
 ] as const;
 /** SQL: the time `t`, or in a sparse stretch the start of the last hour numbered 0 mod 7 plus t's minutes. */
 function sparseHours(t: string): string {
