@@ -38,18 +38,23 @@ const TO = '2026-04-01T12:00:00Z';
 const EVENTS = 6_000;
 const NOW = new Date('2026-04-01T09:30:00Z');
 type Ranges = readonly (readonly [string, string])[];
-/** The day of the late events at 07:00 (those at 2026-03-10T13:20 fall in a sparse hour). */
-const LATE_DAY = ['2026-03-20T00:00:00Z', '2026-03-21T00:00:00Z'] as const;
+/** The hour of the late events at 07:00 (the hour of those at 2026-03-10T13:20 is a sparse one). */
+const LATE_HOUR = ['2026-03-20T07:00:00Z', '2026-03-20T08:00:00Z'] as const;
 /**
- * Every hour has events in these ranges: New York's DST change with the hourly period around
- * it (2026-03-07 to 09 in every timezone), the day of the late events, and Berlin's DST change
- * with the last days (hourly periods, 7d, today, last24h). Elsewhere, events fall only in the
- * UTC hours numbered 0 mod 7 (about three a day, other hours each day, so every local day edge
- * is met): as many events in a seventh of the hours (the refresh's cost is per hour).
- * Asia/Kolkata, whose charts are all raw, has them in the late events' day only.
+ * Every hour has events in these ranges: the hourly periods in every timezone charted hourly
+ * (2026-03-07 to 09 around New York's DST change, 2026-03-27 to 30 around Berlin's, today and
+ * last24h) and the hour of the late events. Elsewhere, events fall only in the UTC hours
+ * numbered 0 mod 7 (about three a day, other hours each day, so every local day edge is met):
+ * as many events in a seventh of the hours (the refresh's cost is per hour). Asia/Kolkata,
+ * whose charts are all raw, has them in the late events' hour only.
  */
-const FULL_HOURS: Ranges = [['2026-03-06T12:00:00Z', '2026-03-11T00:00:00Z'], LATE_DAY, ['2026-03-26T12:00:00Z', TO]];
-const KOLKATA_FULL_HOURS: Ranges = [LATE_DAY];
+const FULL_HOURS: Ranges = [
+  ['2026-03-06T22:00:00Z', '2026-03-10T05:00:00Z'],
+  LATE_HOUR,
+  ['2026-03-26T22:00:00Z', '2026-03-31T05:00:00Z'],
+  ['2026-03-31T09:00:00Z', TO],
+];
+const KOLKATA_FULL_HOURS: Ranges = [LATE_HOUR];
 /** SQL: the time `t`, or outside `full` the start of the last hour numbered 0 mod 7 plus t's minutes. */
 function sparseHours(t: string, full: Ranges): string {
   const inFull = full.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
@@ -467,8 +472,9 @@ describe('export property rollups', { concurrency: 2 }, () => {
         assert.equal((await db.query(`SELECT to_regclass('event_properties_hourly') IS NULL AS missing`)).rows[0].missing, true);
         for (const [i, p] of PROJECTS.slice(0, 3).entries()) {
           await db.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
-          // Over the dataset's weeks, in its hours (both DST changes inside): every hour is refreshed twice here.
-          await generate(db, p.id, 0.5 + i / 10, 3000);
+          // Every hour from March 18 (Berlin's DST change inside, 1,044 hours in all): every hour
+          // is refreshed twice here.
+          await generate(db, p.id, 0.5 + i / 10, 3000, '2026-03-18T00:00:00Z', null);
         }
         // The release before: every hour refreshed (its own rollups), nothing logged.
         await db.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
@@ -511,9 +517,9 @@ describe('export property rollups', { concurrency: 2 }, () => {
       try {
         assert.equal((await migrate(db as unknown as Pool)).timescale, true);
         await db.query(`INSERT INTO projects (id, name, timezone) VALUES ('t_ber', 't_ber', 'Europe/Berlin')`);
-        // Every hour from March 5 (a few weeks: the engine is slow per refreshed hour, and sparse
+        // Every hour from March 12 (three weeks: the engine is slow per refreshed hour, and sparse
         // hours would cost a continuous-aggregate refresh each).
-        await generate(db, 't_ber', 0.7, 2500, '2026-03-05T00:00:00Z', null);
+        await generate(db, 't_ber', 0.7, 2500, '2026-03-12T00:00:00Z', null);
         await db.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
         const cases = SEGMENTS.flatMap((segment) => [
           { range: '30d', previous: true, series: s({ name: 'purchase', segment, property: 'properties.amount' }), breakdowns: bd('country') },
