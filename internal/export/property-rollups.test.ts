@@ -20,7 +20,7 @@ import { chartPropertyRollup } from './property-rollups';
 import { EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { bucketStarts, resolvePeriod } from '../query/period';
 import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, logHour, searchParams } from '../../test/support/sql-db';
-import { startTimescale } from '../../test/support/timescale';
+import { startTimescale, type Timescale } from '../../test/support/timescale';
 import { migrate } from '../store/migrate';
 import type { Pool } from '../store/db';
 
@@ -37,6 +37,29 @@ const FROM = '2026-02-26T00:00:00Z';
 const TO = '2026-04-01T12:00:00Z';
 const EVENTS = 6_000;
 const NOW = new Date('2026-04-01T09:30:00Z');
+type Ranges = readonly (readonly [string, string])[];
+/** The hour of the late events at 07:00 (the hour of those at 2026-03-10T13:20 is a sparse one). */
+const LATE_HOUR = ['2026-03-20T07:00:00Z', '2026-03-20T08:00:00Z'] as const;
+/**
+ * Every hour has events in these ranges: the hourly periods in every timezone charted hourly
+ * (2026-03-07 to 09 around New York's DST change, 2026-03-27 to 30 around Berlin's, today and
+ * last24h) and the hour of the late events. Elsewhere, events fall only in the UTC hours
+ * numbered 0 mod 7 (about three a day, other hours each day, so every local day edge is met):
+ * as many events in a seventh of the hours (the refresh's cost is per hour). Asia/Kolkata,
+ * whose charts are all raw, has them in the late events' hour only.
+ */
+const FULL_HOURS: Ranges = [
+  ['2026-03-06T22:00:00Z', '2026-03-10T05:00:00Z'],
+  LATE_HOUR,
+  ['2026-03-26T22:00:00Z', '2026-03-31T05:00:00Z'],
+  ['2026-03-31T09:00:00Z', TO],
+];
+const KOLKATA_FULL_HOURS: Ranges = [LATE_HOUR];
+/** SQL: the time `t`, or outside `full` the start of the last hour numbered 0 mod 7 plus t's minutes. */
+function sparseHours(t: string, full: Ranges): string {
+  const inFull = full.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
+  return `CASE WHEN ${inFull} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % 7) * interval '1 hour' END`;
+}
 /** Hours before this are rolled up; the later ones stay in the log. */
 const REFRESHED_BEFORE = new Date('2026-03-24T00:00:00Z');
 /** The hour holding a numeric text longer than 1000 characters (event_properties_raw_hours). */
@@ -49,10 +72,12 @@ const SPECIAL = [
 ];
 
 let pool: pg.Pool;
+/** The TimescaleDB engine of its test, started first (its WASM start-up runs while the other tests do). */
+let timescale: Promise<Timescale> | undefined;
 const exec = (sql: string, values: unknown[] = []) => pool.query(sql, values);
 
-/** Events of one project (amount, qty, price as described above; some events without them). */
-function generateSql(): string {
+/** Events of one project (amount, qty, price as described above; some events without them), in every hour of `full` and sparse hours elsewhere (null: every hour). */
+function generateSql(full: Ranges | null): string {
   return `INSERT INTO events (id, project_id, name, device_id, profile_id, created_at, properties, path, browser, country, city, utm_source, is_bot)
     SELECT gen_random_uuid(), $1, n.name, 'dev', 'user-' || floor(r.u1 * 300)::int, s.t,
       CASE WHEN r.k = 0 THEN '{}'::jsonb
@@ -77,18 +102,19 @@ function generateSql(): string {
         random() AS u1, random() AS u2, random() AS u3, random() AS u4, random() AS u5, random() AS u6, random() AS b
       FROM generate_series(1, $4::int) i
     ) r
+    CROSS JOIN LATERAL (SELECT ${full ? sparseHours('r.t0', full) : 'r.t0'} AS t0) m
     CROSS JOIN LATERAL (SELECT
-      CASE WHEN r.i % 97 = 0 THEN date_trunc('hour', r.t0)
-           WHEN r.i % 89 = 0 THEN date_trunc('hour', r.t0) + interval '59 minutes 59.999999 seconds'
-           ELSE r.t0 END AS t) s
+      CASE WHEN r.i % 97 = 0 THEN date_trunc('hour', m.t0)
+           WHEN r.i % 89 = 0 THEN date_trunc('hour', m.t0) + interval '59 minutes 59.999999 seconds'
+           ELSE m.t0 END AS t) s
     CROSS JOIN LATERAL (SELECT (ARRAY['purchase', 'purchase', 'add_to_cart', 'screen_view', 'session_start', 'session_end', '*'])[1 + floor(r.u6 * 7)::int] AS name) n`;
 }
 
-async function generate(db: pg.Pool, projectId: string, seed: number, events = EVENTS, from = FROM): Promise<void> {
+async function generate(db: pg.Pool, projectId: string, seed: number, events = EVENTS, from = FROM, full: Ranges | null = FULL_HOURS): Promise<void> {
   const c = await db.connect();
   try {
     await c.query('SELECT setseed($1)', [seed]);
-    await c.query(generateSql(), [projectId, from, TO, events]);
+    await c.query(generateSql(full), [projectId, from, TO, events]);
     // A numeric text longer than 1000 characters (5 with leading zeros) in LONG_HOUR, and a
     // numeric value under a key of 202 bytes.
     await c.query(
@@ -126,11 +152,12 @@ async function refreshAll(db: pg.Pool, before: Date, timescale = false): Promise
   while ((await refreshRollups(db as unknown as Pool, timescale, { before, limit: 500 })).buckets > 0);
 }
 
-before(async () => {
+/** The dataset of the tests on one database. */
+async function createDataset(): Promise<void> {
   pool = await createSqlDb(DB_NAME);
   for (const [i, p] of PROJECTS.entries()) {
     await exec('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
-    await generate(pool, p.id, 0.1 + i / 10, p.id === 'q_kol' ? 4000 : EVENTS);
+    await generate(pool, p.id, 0.1 + i / 10, p.id === 'q_kol' ? 4000 : EVENTS, FROM, p.id === 'q_kol' ? KOLKATA_FULL_HOURS : FULL_HOURS);
   }
   // Every hour with events logged (as the worker does), only the hours before
   // REFRESHED_BEFORE rolled up; then every 5th rolled-up hour logged again (by several writer
@@ -148,10 +175,16 @@ before(async () => {
     await insertLate(p.id, new Date('2026-03-20T07:00:00Z'), 25);
   }
   await exec('ANALYZE');
+}
+
+before(() => {
+  timescale = startTimescale();
+  timescale.catch(() => {}); // (reported by its test)
 });
 
 after(async () => {
-  await dropSqlDb(pool, DB_NAME);
+  // Stopped by its test already, unless that did not run.
+  await timescale?.then((engine) => engine.stop()).catch(() => {});
 });
 
 // ---------------------------------------------------------------------------------------
@@ -167,6 +200,26 @@ async function chartBothWays(db: pg.Pool, projectId: string, q: Record<string, u
   const [a, r] = await both(db, projectId, q, now);
   assert.deepEqual(a, r, `${projectId} ${JSON.stringify(q)}`);
   return a;
+}
+
+/**
+ * Runs `fn` on every item, `n` at a time (a comparison holds two of the pool's connections),
+ * and takes no more items once one has failed.
+ */
+async function eachLimit<T>(items: readonly T[], n: number, fn: (x: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed = false;
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
+    while (!failed && next < items.length) {
+      const item = items[next++]!;
+      try {
+        await fn(item);
+      } catch (err) {
+        failed = true;
+        throw err;
+      }
+    }
+  }));
 }
 
 /** Whether the current period of a request reads the property rollups for its first item. */
@@ -207,268 +260,284 @@ const SHAPES = (segment: string): Record<string, unknown>[] => [
   { series: s({ name: 'purchase', segment, property: 'properties.nope' }), breakdowns: bd('country') },
 ];
 
-describe('export property rollups', () => {
-  it('the refresh keeps, per hour, name, key and column value, the count, sum, min and max of the numeric values', async () => {
-    const registry = await exec(`SELECT relation FROM rollup_registry WHERE refresh_fn = 'tm_refresh_event_properties' ORDER BY relation`);
-    assert.deepEqual(registry.rows.map((r) => r.relation), ['event_properties_hourly', 'event_properties_raw_hours']);
-    const re = `'^[ \\t\\n\\r\\f\\v]*[-+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]{1,3})?[ \\t\\n\\r\\f\\v]*$'`;
-    const unpivot = `CROSS JOIN LATERAL (VALUES ('', ''), ${EVENT_ROLLUP_DIMENSIONS.map((d) => `('${d}', e.${d})`).join(', ')}) v(dimension, value)`;
-    const notLogged = (a: string) => `NOT EXISTS (SELECT 1 FROM rollup_invalidations i WHERE i.project_id = ${a}.project_id AND i.bucket = date_trunc('hour', ${a}.created_at, 'UTC'))`;
-    const diff = await exec(
-      `WITH raw AS (
-         SELECT e.project_id, date_trunc('hour', e.created_at, 'UTC') AS bucket, k.key, v.dimension, e.name, v.value,
-                count(*) AS count, sum((e.properties ->> k.key)::numeric)::text AS sum,
-                -- min / max compare as numbers: of equal values (0 and 0.000) either may be kept
-                min((e.properties ->> k.key)::numeric) AS min, max((e.properties ->> k.key)::numeric) AS max
-         FROM events e ${unpivot} CROSS JOIN (VALUES ('amount'), ('qty'), ('price')) k(key)
-         WHERE NOT e.is_bot AND e.name NOT IN ('session_start', 'session_end') AND e.created_at < $1 AND ${notLogged('e')}
-           AND (e.properties ->> k.key) ~ ${re}
-           AND NOT EXISTS (SELECT 1 FROM event_properties_raw_hours h WHERE h.project_id = e.project_id AND h.key = k.key
-                             AND h.bucket = date_trunc('hour', e.created_at, 'UTC'))
-         GROUP BY 1, 2, 3, 4, 5, 6
-       ), kept AS (
-         SELECT r.project_id, r.bucket, r.key, r.dimension, r.name, r.value, r.count, r.sum::text, r.min, r.max
-         FROM event_properties_hourly r
-         WHERE r.bucket < $1 AND NOT EXISTS (SELECT 1 FROM rollup_invalidations i WHERE i.project_id = r.project_id AND i.bucket = r.bucket)
-       )
-       SELECT (SELECT count(*) FROM raw) AS n, (SELECT count(*) FROM kept) AS kept,
-              (SELECT count(*) FROM (SELECT * FROM raw EXCEPT ALL SELECT * FROM kept) a) AS missing,
-              (SELECT count(*) FROM (SELECT * FROM kept EXCEPT ALL SELECT * FROM raw) b) AS extra`,
-      [REFRESHED_BEFORE.toISOString()],
-    );
-    const row = diff.rows[0];
-    assert.ok(Number(row.n) > 10_000, `groups compared: ${row.n}`);
-    assert.equal(Number(row.missing), 0);
-    assert.equal(Number(row.extra), 0);
-    assert.equal(Number(row.kept), Number(row.n), 'only the keys amount, qty and price hold numeric values');
-    // The hour with a numeric text longer than 1000 characters keeps no rows of that key.
-    const long = await exec(
-      `SELECT project_id, key FROM event_properties_raw_hours WHERE bucket = $1 ORDER BY project_id`, [LONG_HOUR],
-    );
-    assert.deepEqual(long.rows, PROJECTS.map((p) => ({ project_id: p.id, key: 'amount' })).sort((a, b) => a.project_id.localeCompare(b.project_id)));
-    const none = await exec(`SELECT count(*)::int AS n FROM event_properties_hourly WHERE bucket = $1 AND key = 'amount'`, [LONG_HOUR]);
-    assert.equal(none.rows[0].n, 0);
-    // Keys longer than 200 bytes are not rolled up (the read side sends them raw).
-    const keys = await exec(`SELECT DISTINCT key FROM event_properties_hourly ORDER BY key`);
-    assert.deepEqual(keys.rows.map((r) => r.key), ['amount', 'price', 'qty']);
-  });
+// The tests on the dataset above run in order (some change it and put it back); the upgrade and
+// TimescaleDB tests have databases of their own and run beside them.
+describe('export property rollups', { concurrency: 2 }, () => {
+  describe('on one dataset', { concurrency: 1 }, () => {
+    before(createDataset);
+    after(() => dropSqlDb(pool, DB_NAME));
 
-  it('an average over the rollups is the raw avg(numeric), digit for digit', async () => {
-    // avg(numeric) is numeric_div(sum, count): the sum of per-group sums has the same digits
-    // and display scale, so sum(sums) / sum(counts) is the same text, however the values are
-    // split into groups (hours).
-    const values = ['1', '2', '2.5', '3', '1000', '-0.1', '0.125', '2.50', '1.2345678901234567890123456789', '-150', '0.025', '7', '0.000', '1e-2'];
-    const { rows } = await exec(
-      `WITH v AS (
-         SELECT x::numeric AS v, (ord * 7919) % 5 AS g FROM unnest($1::text[]) WITH ORDINALITY AS u(x, ord)
-         UNION ALL
-         SELECT round((random() * 1000 - 300)::numeric, (i % 7)), i % 13 FROM generate_series(1, 20000) i
-       ), grouped AS (SELECT g, count(*) AS n, sum(v) AS s FROM v GROUP BY g)
-       SELECT (SELECT avg(v)::text FROM v) AS raw, (SELECT (sum(s) / sum(n))::text FROM grouped) AS rolled,
-              (SELECT avg(v)::text FROM v WHERE g = 3) AS raw3, (SELECT (sum(s) / sum(n))::text FROM grouped WHERE g = 3) AS rolled3,
-              (SELECT avg(v)::text FROM v WHERE g < 5 AND v < 100) AS small`,
-      [values],
-    );
-    assert.equal(rows[0].rolled, rows[0].raw);
-    assert.equal(rows[0].rolled3, rows[0].raw3);
-    for (const n of [1, 2, 3, 7, 14]) {
-      const sub = values.slice(0, n);
-      const r = await exec(
-        `WITH v AS (SELECT x::numeric AS v, ord % 3 AS g FROM unnest($1::text[]) WITH ORDINALITY AS u(x, ord)),
-              grouped AS (SELECT g, count(*) AS n, sum(v) AS s FROM v GROUP BY g)
-         SELECT (SELECT avg(v)::text FROM v) AS raw, (SELECT (sum(s) / sum(n))::text FROM grouped) AS rolled`,
-        [sub],
+    it('the refresh keeps, per hour, name, key and column value, the count, sum, min and max of the numeric values', async () => {
+      const registry = await exec(`SELECT relation FROM rollup_registry WHERE refresh_fn = 'tm_refresh_event_properties' ORDER BY relation`);
+      assert.deepEqual(registry.rows.map((r) => r.relation), ['event_properties_hourly', 'event_properties_raw_hours']);
+      const re = `'^[ \\t\\n\\r\\f\\v]*[-+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]{1,3})?[ \\t\\n\\r\\f\\v]*$'`;
+      const unpivot = `CROSS JOIN LATERAL (VALUES ('', ''), ${EVENT_ROLLUP_DIMENSIONS.map((d) => `('${d}', e.${d})`).join(', ')}) v(dimension, value)`;
+      const notLogged = (a: string) => `NOT EXISTS (SELECT 1 FROM rollup_invalidations i WHERE i.project_id = ${a}.project_id AND i.bucket = date_trunc('hour', ${a}.created_at, 'UTC'))`;
+      const diff = await exec(
+        `WITH raw AS (
+           SELECT e.project_id, date_trunc('hour', e.created_at, 'UTC') AS bucket, k.key, v.dimension, e.name, v.value,
+                  count(*) AS count, sum((e.properties ->> k.key)::numeric)::text AS sum,
+                  -- min / max compare as numbers: of equal values (0 and 0.000) either may be kept
+                  min((e.properties ->> k.key)::numeric) AS min, max((e.properties ->> k.key)::numeric) AS max
+           FROM events e ${unpivot} CROSS JOIN (VALUES ('amount'), ('qty'), ('price')) k(key)
+           WHERE NOT e.is_bot AND e.name NOT IN ('session_start', 'session_end') AND e.created_at < $1 AND ${notLogged('e')}
+             AND (e.properties ->> k.key) ~ ${re}
+             AND NOT EXISTS (SELECT 1 FROM event_properties_raw_hours h WHERE h.project_id = e.project_id AND h.key = k.key
+                               AND h.bucket = date_trunc('hour', e.created_at, 'UTC'))
+           GROUP BY 1, 2, 3, 4, 5, 6
+         ), kept AS (
+           SELECT r.project_id, r.bucket, r.key, r.dimension, r.name, r.value, r.count, r.sum::text, r.min, r.max
+           FROM event_properties_hourly r
+           WHERE r.bucket < $1 AND NOT EXISTS (SELECT 1 FROM rollup_invalidations i WHERE i.project_id = r.project_id AND i.bucket = r.bucket)
+         )
+         SELECT (SELECT count(*) FROM raw) AS n, (SELECT count(*) FROM kept) AS kept,
+                (SELECT count(*) FROM (SELECT * FROM raw EXCEPT ALL SELECT * FROM kept) a) AS missing,
+                (SELECT count(*) FROM (SELECT * FROM kept EXCEPT ALL SELECT * FROM raw) b) AS extra`,
+        [REFRESHED_BEFORE.toISOString()],
       );
-      assert.equal(r.rows[0].rolled, r.rows[0].raw, `values ${sub.join(', ')}`);
-    }
-  });
+      const row = diff.rows[0];
+      assert.ok(Number(row.n) > 10_000, `groups compared: ${row.n}`);
+      assert.equal(Number(row.missing), 0);
+      assert.equal(Number(row.extra), 0);
+      assert.equal(Number(row.kept), Number(row.n), 'only the keys amount, qty and price hold numeric values');
+      // The hour with a numeric text longer than 1000 characters keeps no rows of that key.
+      const long = await exec(
+        `SELECT project_id, key FROM event_properties_raw_hours WHERE bucket = $1 ORDER BY project_id`, [LONG_HOUR],
+      );
+      assert.deepEqual(long.rows, PROJECTS.map((p) => ({ project_id: p.id, key: 'amount' })).sort((a, b) => a.project_id.localeCompare(b.project_id)));
+      const none = await exec(`SELECT count(*)::int AS n FROM event_properties_hourly WHERE bucket = $1 AND key = 'amount'`, [LONG_HOUR]);
+      assert.equal(none.rows[0].n, 0);
+      // Keys longer than 200 bytes are not rolled up (the read side sends them raw).
+      const keys = await exec(`SELECT DISTINCT key FROM event_properties_hourly ORDER BY key`);
+      assert.deepEqual(keys.rows.map((r) => r.key), ['amount', 'price', 'qty']);
+    });
 
-  it('/export/charts: the rollup path equals the raw path (segments, breakdowns, periods, timezones, previous)', async () => {
-    let rolled = 0;
-    let compared = 0;
-    let nonZero = 0;
-    for (const p of PROJECTS.slice(0, 3)) {
-      for (const segment of SEGMENTS) {
-        for (const [pi, period] of PERIODS.entries()) {
-          for (const [i, shape] of SHAPES(segment).entries()) {
-            // Keep it affordable: every shape with the first periods, the first shapes with every period.
-            if (pi > 4 && i > 2) continue;
-            for (const previous of [false, true]) {
-              const q = { ...period, ...shape, previous };
-              const chart = await chartBothWays(pool, p.id, q);
-              compared++;
-              if (usesPropertyRollup(p.id, q)) rolled++;
-              if (chart.series.some((x) => x.data.some((d) => d.count !== 0))) nonZero++;
+    it('an average over the rollups is the raw avg(numeric), digit for digit', async () => {
+      // avg(numeric) is numeric_div(sum, count): the sum of per-group sums has the same digits
+      // and display scale, so sum(sums) / sum(counts) is the same text, however the values are
+      // split into groups (hours).
+      const values = ['1', '2', '2.5', '3', '1000', '-0.1', '0.125', '2.50', '1.2345678901234567890123456789', '-150', '0.025', '7', '0.000', '1e-2'];
+      const { rows } = await exec(
+        `WITH v AS (
+           SELECT x::numeric AS v, (ord * 7919) % 5 AS g FROM unnest($1::text[]) WITH ORDINALITY AS u(x, ord)
+           UNION ALL
+           SELECT round((random() * 1000 - 300)::numeric, (i % 7)), i % 13 FROM generate_series(1, 20000) i
+         ), grouped AS (SELECT g, count(*) AS n, sum(v) AS s FROM v GROUP BY g)
+         SELECT (SELECT avg(v)::text FROM v) AS raw, (SELECT (sum(s) / sum(n))::text FROM grouped) AS rolled,
+                (SELECT avg(v)::text FROM v WHERE g = 3) AS raw3, (SELECT (sum(s) / sum(n))::text FROM grouped WHERE g = 3) AS rolled3,
+                (SELECT avg(v)::text FROM v WHERE g < 5 AND v < 100) AS small`,
+        [values],
+      );
+      assert.equal(rows[0].rolled, rows[0].raw);
+      assert.equal(rows[0].rolled3, rows[0].raw3);
+      for (const n of [1, 2, 3, 7, 14]) {
+        const sub = values.slice(0, n);
+        const r = await exec(
+          `WITH v AS (SELECT x::numeric AS v, ord % 3 AS g FROM unnest($1::text[]) WITH ORDINALITY AS u(x, ord)),
+                grouped AS (SELECT g, count(*) AS n, sum(v) AS s FROM v GROUP BY g)
+           SELECT (SELECT avg(v)::text FROM v) AS raw, (SELECT (sum(s) / sum(n))::text FROM grouped) AS rolled`,
+          [sub],
+        );
+        assert.equal(r.rows[0].rolled, r.rows[0].raw, `values ${sub.join(', ')}`);
+      }
+    });
+
+    it('/export/charts: the rollup path equals the raw path (segments, breakdowns, periods, timezones, previous)', async () => {
+      let rolled = 0;
+      let compared = 0;
+      let nonZero = 0;
+      const requests: [string, Record<string, unknown>][] = [];
+      for (const p of PROJECTS.slice(0, 3)) {
+        for (const segment of SEGMENTS) {
+          for (const [pi, period] of PERIODS.entries()) {
+            for (const [i, shape] of SHAPES(segment).entries()) {
+              // Keep it affordable: every shape with the first periods, the first shapes with every period.
+              if (pi > 4 && i > 2) continue;
+              for (const previous of [false, true]) requests.push([p.id, { ...period, ...shape, previous }]);
             }
           }
         }
       }
-    }
-    assert.ok(rolled >= 400, `requests on the property rollup path: ${rolled} of ${compared}`);
-    assert.ok(nonZero >= compared * 0.8, `requests with data: ${nonZero} of ${compared}`);
-    // Something to compare: data in the hours the charts cover, with decimals and negatives.
-    const march = await chartBothWays(pool, 'q_ber', { startDate: '2026-03-01', endDate: '2026-03-31', series: s({ name: '*', segment: 'property_sum', property: 'properties.amount' }), breakdowns: bd('country') });
-    assert.ok(march.series.length >= 5 && march.metrics.sum !== 0, `${march.series.length} series, sum ${march.metrics.sum}`);
-    const min = await chartBothWays(pool, 'q_ny', { range: '30d', series: s({ name: 'purchase', segment: 'property_min', property: 'properties.amount' }) });
-    assert.ok(min.series[0]!.metrics.count <= -150, `min ${min.series[0]!.metrics.count}`);
-    // A `now` in the middle of an hour with events: the partial hours at both edges are raw.
-    for (const segment of SEGMENTS) {
-      await chartBothWays(pool, 'q_utc', { range: 'last24h', series: s({ name: '*', segment, property: 'properties.amount' }), breakdowns: bd('city') }, new Date('2026-03-10T13:30:00.123Z'));
-      await chartBothWays(pool, 'q_ny', { range: '7d', previous: true, series: s({ name: 'purchase', segment, property: 'properties.amount' }) }, new Date('2026-03-10T13:30:00.123Z'));
-    }
-  });
+      await eachLimit(requests, 4, async ([projectId, q]) => {
+        const chart = await chartBothWays(pool, projectId, q);
+        compared++;
+        if (usesPropertyRollup(projectId, q)) rolled++;
+        if (chart.series.some((x) => x.data.some((d) => d.count !== 0))) nonZero++;
+      });
+      assert.equal(compared, requests.length);
+      assert.ok(rolled >= 400, `requests on the property rollup path: ${rolled} of ${compared}`);
+      assert.ok(nonZero >= compared * 0.8, `requests with data: ${nonZero} of ${compared}`);
+      // Something to compare: data in the hours the charts cover, with decimals and negatives.
+      const march = await chartBothWays(pool, 'q_ber', { startDate: '2026-03-01', endDate: '2026-03-31', series: s({ name: '*', segment: 'property_sum', property: 'properties.amount' }), breakdowns: bd('country') });
+      assert.ok(march.series.length >= 5 && march.metrics.sum !== 0, `${march.series.length} series, sum ${march.metrics.sum}`);
+      const min = await chartBothWays(pool, 'q_ny', { range: '30d', series: s({ name: 'purchase', segment: 'property_min', property: 'properties.amount' }) });
+      assert.ok(min.series[0]!.metrics.count <= -150, `min ${min.series[0]!.metrics.count}`);
+      // A `now` in the middle of an hour with events: the partial hours at both edges are raw.
+      await eachLimit(SEGMENTS, 4, async (segment) => {
+        await chartBothWays(pool, 'q_utc', { range: 'last24h', series: s({ name: '*', segment, property: 'properties.amount' }), breakdowns: bd('city') }, new Date('2026-03-10T13:30:00.123Z'));
+        await chartBothWays(pool, 'q_ny', { range: '7d', previous: true, series: s({ name: 'purchase', segment, property: 'properties.amount' }) }, new Date('2026-03-10T13:30:00.123Z'));
+      });
+    });
 
-  it('the rollup path really reads the rollups (a stale row shows on auto, not on raw)', async () => {
-    const { rows } = await exec(
-      `SELECT bucket FROM event_properties_hourly r WHERE project_id = 'q_utc' AND key = 'price' AND dimension = 'country' AND name = 'purchase' AND value = 'DE'
-         AND bucket >= '2026-03-03' AND bucket < $1
-         AND NOT EXISTS (SELECT 1 FROM rollup_invalidations i WHERE i.project_id = r.project_id AND i.bucket = r.bucket)
-       ORDER BY bucket LIMIT 1 OFFSET 20`,
-      [REFRESHED_BEFORE.toISOString()],
-    );
-    const bucket = rows[0].bucket as Date;
-    const where = `project_id = 'q_utc' AND key = 'price' AND bucket = $1 AND name = 'purchase' AND (dimension = '' OR (dimension = 'country' AND value = 'DE'))`;
-    await exec(`UPDATE event_properties_hourly SET sum = sum + 1000000, max = max + 1000000, count = count + 1 WHERE ${where}`, [bucket]);
-    try {
-      const day = Math.floor((bucket.getTime() - Date.parse('2026-03-01T00:00:00Z')) / 86_400_000);
-      for (const [segment, breakdowns] of [['property_sum', []], ['property_max', bd('country')], ['property_sum', bd('country')]] as const) {
-        const q = { startDate: '2026-03-01', endDate: '2026-03-31', series: s({ name: 'purchase', segment, property: 'properties.price' }), breakdowns };
-        const [a, r] = await both(pool, 'q_utc', q);
-        const sa = a.series.find((x) => x.names[1] === (breakdowns.length ? 'DE' : undefined))!;
-        const sr = r.series.find((x) => x.names[1] === (breakdowns.length ? 'DE' : undefined))!;
-        assert.ok(sa.data[day]!.count >= sr.data[day]!.count + 999_000, `${segment}: ${sa.data[day]!.count} vs raw ${sr.data[day]!.count}`);
-        assert.ok(sa.metrics.count >= sr.metrics.count + 999_000);
-        sa.data.forEach((d, i) => { if (i !== day) assert.equal(d.count, sr.data[i]!.count); });
-      }
-    } finally {
-      await exec(`UPDATE event_properties_hourly SET sum = sum - 1000000, max = max - 1000000, count = count - 1 WHERE ${where}`, [bucket]);
-    }
-    await chartBothWays(pool, 'q_utc', { startDate: '2026-03-01', endDate: '2026-03-31', series: s({ name: 'purchase', segment: 'property_max', property: 'properties.price' }), breakdowns: bd('country') });
-  });
-
-  it('ineligible series stay raw (filters, two breakdowns, property breakdowns, minute buckets, Asia/Kolkata, long keys)', async () => {
-    // Every rolled-up row of amount made absurd: an eligible series shows it, the others must not.
-    await exec(`CREATE TABLE saved_props AS SELECT * FROM event_properties_hourly WHERE key = 'amount'`);
-    await exec(`UPDATE event_properties_hourly SET sum = sum + 1000000, min = min - 1000000, max = max + 1000000, count = count + 1000 WHERE key = 'amount'`);
-    try {
-      const item = (segment: string, extra: Record<string, unknown> = {}) => s({ name: 'purchase', segment, property: 'properties.amount', ...extra });
-      const month = { startDate: '2026-03-01', endDate: '2026-03-31' };
-      for (const segment of SEGMENTS) {
-        const eligible = { ...month, series: item(segment), breakdowns: bd('country') };
-        assert.ok(usesPropertyRollup('q_ber', eligible));
-        const [a, r] = await both(pool, 'q_ber', eligible);
-        assert.notDeepEqual(a, r, `${segment}: the tampered rows are read`);
-        const cases: [string, Record<string, unknown>][] = [
-          ['q_ber', { ...month, series: item(segment, { filters: [{ name: 'device', operator: 'is', value: [''] }] }), breakdowns: bd('country') }],
-          ['q_ber', { ...month, series: item(segment), filters: [{ name: 'path', operator: 'isNot', value: ['/x'] }] }],
-          ['q_ber', { ...month, series: item(segment), breakdowns: bd('country', 'browser') }],
-          ['q_ber', { ...month, series: item(segment), breakdowns: bd('properties.qty') }],
-          ['q_ber', { startDate: '2026-03-10', endDate: '2026-03-10', interval: 'minute', series: item(segment) }],
-          ['q_kol', { ...month, series: item(segment), breakdowns: bd('country') }],
-          ['q_ber', { ...month, series: s({ name: 'purchase', segment, property: `properties.${'k'.repeat(201)}` }) }],
-          ['q_ber', { ...month, series: s({ name: 'purchase', segment, property: `properties.${'é'.repeat(101)}` }) }],
-        ];
-        for (const [project, q] of cases) {
-          assert.equal(usesPropertyRollup(project, q), false, JSON.stringify(q));
-          await chartBothWays(pool, project, { ...q, previous: true });
-        }
-      }
-      // Asia/Kolkata hours start at half past a UTC hour: raw at every interval.
-      const kolHours = { startDate: '2026-03-10', endDate: '2026-03-11', interval: 'hour', series: item('property_sum') };
-      assert.equal(usesPropertyRollup('q_kol', kolHours), false);
-      await chartBothWays(pool, 'q_kol', kolHours);
-    } finally {
-      await exec(`DELETE FROM event_properties_hourly WHERE key = 'amount'`);
-      await exec(`INSERT INTO event_properties_hourly SELECT * FROM saved_props`);
-      await exec('DROP TABLE saved_props');
-    }
-    for (const segment of SEGMENTS) {
-      await chartBothWays(pool, 'q_kol', { startDate: '2026-03-10', endDate: '2026-03-11', interval: 'hour', series: s({ name: '*', segment, property: 'properties.amount' }), breakdowns: bd('country') });
-    }
-  });
-
-  it('after the refresh has caught up (logged hours and late events rolled up) the answers are still the raw ones', async () => {
-    await refreshAll(pool, new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000));
-    const left = await exec(`SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1`, [new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000)]);
-    assert.equal(left.rows[0].n, 0);
-    for (const p of PROJECTS.slice(0, 3)) {
-      for (const segment of SEGMENTS) {
-        for (const shape of SHAPES(segment).slice(0, 5)) {
-          for (const period of [PERIODS[0]!, PERIODS[4]!, PERIODS[5]!]) await chartBothWays(pool, p.id, { ...period, ...shape, previous: true });
-        }
-      }
-    }
-  });
-
-  it('upgrade: a database with events migrated to 013 logs every hour, answers exactly before and after the refresh', async () => {
-    const skip = (file: string) => file >= '013';
-    const db = await createSqlDb(UPGRADE_DB, { max: 4, edit: (file, sql) => (skip(file) ? 'SELECT 1' : sql) });
-    try {
-      assert.equal((await db.query(`SELECT to_regclass('event_properties_hourly') IS NULL AS missing`)).rows[0].missing, true);
-      for (const [i, p] of PROJECTS.slice(0, 3).entries()) {
-        await db.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
-        // From mid-March (Berlin's DST change inside): every hour is refreshed twice here.
-        await generate(db, p.id, 0.5 + i / 10, 3000, '2026-03-14T00:00:00Z');
-      }
-      // The release before: every hour refreshed (its own rollups), nothing logged.
-      await db.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
-      await refreshAll(db, new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000 + 86_400_000));
-      assert.equal((await db.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n, 0);
-      for (const file of migrationFiles().filter(skip)) await db.query(migrationSql(file));
-      const hours = await db.query(
-        `SELECT (SELECT count(DISTINCT (project_id, date_trunc('hour', created_at, 'UTC')))::int FROM events) AS with_events,
-                (SELECT count(DISTINCT (project_id, bucket))::int FROM rollup_invalidations) AS logged,
-                (SELECT count(*)::int FROM event_properties_hourly) AS rows`,
+    it('the rollup path really reads the rollups (a stale row shows on auto, not on raw)', async () => {
+      const { rows } = await exec(
+        `SELECT bucket FROM event_properties_hourly r WHERE project_id = 'q_utc' AND key = 'price' AND dimension = 'country' AND name = 'purchase' AND value = 'DE'
+           AND bucket >= '2026-03-03' AND bucket < $1
+           AND NOT EXISTS (SELECT 1 FROM rollup_invalidations i WHERE i.project_id = r.project_id AND i.bucket = r.bucket)
+         ORDER BY bucket LIMIT 1 OFFSET 20`,
+        [REFRESHED_BEFORE.toISOString()],
       );
-      assert.ok(hours.rows[0].with_events > 1000);
-      assert.equal(hours.rows[0].logged, hours.rows[0].with_events);
-      assert.equal(hours.rows[0].rows, 0);
-      const cases = (segment: string) => [
-        { range: '30d', previous: true, series: s({ name: 'purchase', segment, property: 'properties.amount' }), breakdowns: bd('country') },
-        { startDate: '2026-03-01', endDate: '2026-03-31', series: s({ name: '*', segment, property: 'properties.amount' }) },
-        { startDate: '2026-03-27', endDate: '2026-03-30', interval: 'hour', series: s({ name: '*', segment, property: 'properties.qty' }), breakdowns: bd('name') },
-      ];
-      const answers = async () => {
-        const out: ChartResponse[] = [];
-        for (const p of PROJECTS.slice(0, 3)) {
-          for (const segment of SEGMENTS) for (const q of cases(segment)) out.push(await chartBothWays(db, p.id, q));
+      const bucket = rows[0].bucket as Date;
+      const where = `project_id = 'q_utc' AND key = 'price' AND bucket = $1 AND name = 'purchase' AND (dimension = '' OR (dimension = 'country' AND value = 'DE'))`;
+      await exec(`UPDATE event_properties_hourly SET sum = sum + 1000000, max = max + 1000000, count = count + 1 WHERE ${where}`, [bucket]);
+      try {
+        const day = Math.floor((bucket.getTime() - Date.parse('2026-03-01T00:00:00Z')) / 86_400_000);
+        for (const [segment, breakdowns] of [['property_sum', []], ['property_max', bd('country')], ['property_sum', bd('country')]] as const) {
+          const q = { startDate: '2026-03-01', endDate: '2026-03-31', series: s({ name: 'purchase', segment, property: 'properties.price' }), breakdowns };
+          const [a, r] = await both(pool, 'q_utc', q);
+          const sa = a.series.find((x) => x.names[1] === (breakdowns.length ? 'DE' : undefined))!;
+          const sr = r.series.find((x) => x.names[1] === (breakdowns.length ? 'DE' : undefined))!;
+          assert.ok(sa.data[day]!.count >= sr.data[day]!.count + 999_000, `${segment}: ${sa.data[day]!.count} vs raw ${sr.data[day]!.count}`);
+          assert.ok(sa.metrics.count >= sr.metrics.count + 999_000);
+          sa.data.forEach((d, i) => { if (i !== day) assert.equal(d.count, sr.data[i]!.count); });
         }
-        return out;
-      };
-      const before = await answers();
-      await refreshAll(db, new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000 + 86_400_000));
-      const rows = await db.query('SELECT count(*)::int AS n FROM event_properties_hourly');
-      assert.ok(rows.rows[0].n > 2_000, `rows after the refresh: ${rows.rows[0].n}`);
-      assert.deepEqual(await answers(), before);
-    } finally {
-      await dropSqlDb(db, UPGRADE_DB);
-    }
+      } finally {
+        await exec(`UPDATE event_properties_hourly SET sum = sum - 1000000, max = max - 1000000, count = count - 1 WHERE ${where}`, [bucket]);
+      }
+      await chartBothWays(pool, 'q_utc', { startDate: '2026-03-01', endDate: '2026-03-31', series: s({ name: 'purchase', segment: 'property_max', property: 'properties.price' }), breakdowns: bd('country') });
+    });
+
+    it('ineligible series stay raw (filters, two breakdowns, property breakdowns, minute buckets, Asia/Kolkata, long keys)', async () => {
+      // Every rolled-up row of amount made absurd: an eligible series shows it, the others must not.
+      await exec(`CREATE TABLE saved_props AS SELECT * FROM event_properties_hourly WHERE key = 'amount'`);
+      await exec(`UPDATE event_properties_hourly SET sum = sum + 1000000, min = min - 1000000, max = max + 1000000, count = count + 1000 WHERE key = 'amount'`);
+      try {
+        const item = (segment: string, extra: Record<string, unknown> = {}) => s({ name: 'purchase', segment, property: 'properties.amount', ...extra });
+        const month = { startDate: '2026-03-01', endDate: '2026-03-31' };
+        for (const segment of SEGMENTS) {
+          const eligible = { ...month, series: item(segment), breakdowns: bd('country') };
+          assert.ok(usesPropertyRollup('q_ber', eligible));
+          const [a, r] = await both(pool, 'q_ber', eligible);
+          assert.notDeepEqual(a, r, `${segment}: the tampered rows are read`);
+          const cases: [string, Record<string, unknown>][] = [
+            ['q_ber', { ...month, series: item(segment, { filters: [{ name: 'device', operator: 'is', value: [''] }] }), breakdowns: bd('country') }],
+            ['q_ber', { ...month, series: item(segment), filters: [{ name: 'path', operator: 'isNot', value: ['/x'] }] }],
+            ['q_ber', { ...month, series: item(segment), breakdowns: bd('country', 'browser') }],
+            ['q_ber', { ...month, series: item(segment), breakdowns: bd('properties.qty') }],
+            ['q_ber', { startDate: '2026-03-10', endDate: '2026-03-10', interval: 'minute', series: item(segment) }],
+            ['q_kol', { ...month, series: item(segment), breakdowns: bd('country') }],
+            ['q_ber', { ...month, series: s({ name: 'purchase', segment, property: `properties.${'k'.repeat(201)}` }) }],
+            ['q_ber', { ...month, series: s({ name: 'purchase', segment, property: `properties.${'é'.repeat(101)}` }) }],
+          ];
+          for (const [project, q] of cases) {
+            assert.equal(usesPropertyRollup(project, q), false, JSON.stringify(q));
+            await chartBothWays(pool, project, { ...q, previous: true });
+          }
+        }
+        // Asia/Kolkata hours start at half past a UTC hour: raw at every interval.
+        const kolHours = { startDate: '2026-03-10', endDate: '2026-03-11', interval: 'hour', series: item('property_sum') };
+        assert.equal(usesPropertyRollup('q_kol', kolHours), false);
+        await chartBothWays(pool, 'q_kol', kolHours);
+      } finally {
+        await exec(`DELETE FROM event_properties_hourly WHERE key = 'amount'`);
+        await exec(`INSERT INTO event_properties_hourly SELECT * FROM saved_props`);
+        await exec('DROP TABLE saved_props');
+      }
+      for (const segment of SEGMENTS) {
+        await chartBothWays(pool, 'q_kol', { startDate: '2026-03-10', endDate: '2026-03-11', interval: 'hour', series: s({ name: '*', segment, property: 'properties.amount' }), breakdowns: bd('country') });
+      }
+    });
+
+    it('after the refresh has caught up (logged hours and late events rolled up) the answers are still the raw ones', async () => {
+      await refreshAll(pool, new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000));
+      const left = await exec(`SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1`, [new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000)]);
+      assert.equal(left.rows[0].n, 0);
+      const requests: [string, Record<string, unknown>][] = [];
+      for (const p of PROJECTS.slice(0, 3)) {
+        for (const segment of SEGMENTS) {
+          for (const shape of SHAPES(segment).slice(0, 5)) {
+            for (const period of [PERIODS[0]!, PERIODS[4]!, PERIODS[5]!]) requests.push([p.id, { ...period, ...shape, previous: true }]);
+          }
+        }
+      }
+      await eachLimit(requests, 4, async ([projectId, q]) => void (await chartBothWays(pool, projectId, q)));
+    });
   });
 
-  it('TimescaleDB (PGlite engine): the migration applies, the refresh fills the rollups, answers equal the raw path', { timeout: 300_000 }, async () => {
-    const engine = await startTimescale();
-    const db = new pg.Pool({ connectionString: engine.url, max: 1 });
-    try {
-      assert.equal((await migrate(db as unknown as Pool)).timescale, true);
-      await db.query(`INSERT INTO projects (id, name, timezone) VALUES ('t_ber', 't_ber', 'Europe/Berlin')`);
-      await generate(db, 't_ber', 0.7, 2500);
-      await db.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
-      const cases = SEGMENTS.flatMap((segment) => [
-        { range: '30d', previous: true, series: s({ name: 'purchase', segment, property: 'properties.amount' }), breakdowns: bd('country') },
-        { startDate: '2026-03-27', endDate: '2026-03-30', interval: 'hour', series: s({ name: '*', segment, property: 'properties.qty' }), breakdowns: bd('name') },
-      ]);
-      const compare = async () => {
-        for (const q of cases) await chartBothWays(db, 't_ber', q);
-      };
-      await compare();
-      await refreshAll(db, new Date('2026-03-20T00:00:00Z'), true);
-      const rows = await db.query(`SELECT count(*)::int AS n, (SELECT count(*)::int FROM event_properties_raw_hours) AS long FROM event_properties_hourly`);
-      assert.ok(rows.rows[0].n > 1000, `rows: ${rows.rows[0].n}`);
-      assert.equal(rows.rows[0].long, 1);
-      await compare();
-    } finally {
-      await db.end();
-      await engine.stop();
-    }
+  describe('on databases of their own', { concurrency: 2 }, () => {
+    it('upgrade: a database with events migrated to 013 logs every hour, answers exactly before and after the refresh', async () => {
+      const skip = (file: string) => file >= '013';
+      const db = await createSqlDb(UPGRADE_DB, { max: 4, edit: (file, sql) => (skip(file) ? 'SELECT 1' : sql) });
+      try {
+        assert.equal((await db.query(`SELECT to_regclass('event_properties_hourly') IS NULL AS missing`)).rows[0].missing, true);
+        for (const [i, p] of PROJECTS.slice(0, 3).entries()) {
+          await db.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
+          // Every hour from March 18 (Berlin's DST change inside, 1,044 hours in all): every hour
+          // is refreshed twice here.
+          await generate(db, p.id, 0.5 + i / 10, 3000, '2026-03-18T00:00:00Z', null);
+        }
+        // The release before: every hour refreshed (its own rollups), nothing logged.
+        await db.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
+        await refreshAll(db, new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000 + 86_400_000));
+        assert.equal((await db.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n, 0);
+        for (const file of migrationFiles().filter(skip)) await db.query(migrationSql(file));
+        const hours = await db.query(
+          `SELECT (SELECT count(DISTINCT (project_id, date_trunc('hour', created_at, 'UTC')))::int FROM events) AS with_events,
+                  (SELECT count(DISTINCT (project_id, bucket))::int FROM rollup_invalidations) AS logged,
+                  (SELECT count(*)::int FROM event_properties_hourly) AS rows`,
+        );
+        assert.ok(hours.rows[0].with_events > 1000);
+        assert.equal(hours.rows[0].logged, hours.rows[0].with_events);
+        assert.equal(hours.rows[0].rows, 0);
+        const cases = (segment: string) => [
+          { range: '30d', previous: true, series: s({ name: 'purchase', segment, property: 'properties.amount' }), breakdowns: bd('country') },
+          { startDate: '2026-03-01', endDate: '2026-03-31', series: s({ name: '*', segment, property: 'properties.amount' }) },
+          { startDate: '2026-03-27', endDate: '2026-03-30', interval: 'hour', series: s({ name: '*', segment, property: 'properties.qty' }), breakdowns: bd('name') },
+        ];
+        const answers = async () => {
+          const out: ChartResponse[] = [];
+          for (const p of PROJECTS.slice(0, 3)) {
+            for (const segment of SEGMENTS) for (const q of cases(segment)) out.push(await chartBothWays(db, p.id, q));
+          }
+          return out;
+        };
+        const before = await answers();
+        await refreshAll(db, new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000 + 86_400_000));
+        const rows = await db.query('SELECT count(*)::int AS n FROM event_properties_hourly');
+        assert.ok(rows.rows[0].n > 2_000, `rows after the refresh: ${rows.rows[0].n}`);
+        assert.deepEqual(await answers(), before);
+      } finally {
+        await dropSqlDb(db, UPGRADE_DB);
+      }
+    });
+
+    it('TimescaleDB (PGlite engine): the migration applies, the refresh fills the rollups, answers equal the raw path', { timeout: 300_000 }, async () => {
+      const engine = await timescale!;
+      const db = new pg.Pool({ connectionString: engine.url, max: 1 });
+      try {
+        assert.equal((await migrate(db as unknown as Pool)).timescale, true);
+        await db.query(`INSERT INTO projects (id, name, timezone) VALUES ('t_ber', 't_ber', 'Europe/Berlin')`);
+        // Every hour from March 12 (three weeks: the engine is slow per refreshed hour, and sparse
+        // hours would cost a continuous-aggregate refresh each).
+        await generate(db, 't_ber', 0.7, 2500, '2026-03-12T00:00:00Z', null);
+        await db.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
+        const cases = SEGMENTS.flatMap((segment) => [
+          { range: '30d', previous: true, series: s({ name: 'purchase', segment, property: 'properties.amount' }), breakdowns: bd('country') },
+          { startDate: '2026-03-27', endDate: '2026-03-30', interval: 'hour', series: s({ name: '*', segment, property: 'properties.qty' }), breakdowns: bd('name') },
+        ]);
+        const compare = async () => {
+          for (const q of cases) await chartBothWays(db, 't_ber', q);
+        };
+        await compare();
+        await refreshAll(db, new Date('2026-03-20T00:00:00Z'), true);
+        const rows = await db.query(`SELECT count(*)::int AS n, (SELECT count(*)::int FROM event_properties_raw_hours) AS long FROM event_properties_hourly`);
+        assert.ok(rows.rows[0].n > 1000, `rows: ${rows.rows[0].n}`);
+        assert.equal(rows.rows[0].long, 1);
+        await compare();
+      } finally {
+        await db.end();
+        await engine.stop();
+      }
+    });
   });
 });

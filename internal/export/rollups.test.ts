@@ -32,6 +32,26 @@ const WINDOWS = [
   ['2026-03-01T00:00:00Z', '2026-04-05T00:00:00Z', 4000],
   ['2026-10-18T00:00:00Z', '2026-11-03T12:00:00Z', 3000],
 ] as const;
+/**
+ * Every hour has events in these ranges: the hourly and minute periods below (2026-03-28 to 30
+ * around Berlin's DST change, in every timezone), the days of the late events and the bounds
+ * around them (2026-03-09 noon to 03-10, 2026-10-20), Berlin's autumn DST change and the hours
+ * never rolled up (from REFRESHED_BEFORE). Elsewhere in the windows, events fall only in the UTC
+ * hours numbered 0 mod 7 (about three a day, other hours each day, so every local day edge is
+ * met): as many events in a seventh of the hours there (the setup's cost is per refreshed hour).
+ */
+const FULL_HOURS = [
+  ['2026-03-09T12:00:00Z', '2026-03-11T00:00:00Z'],
+  ['2026-03-27T22:00:00Z', '2026-03-31T05:00:00Z'],
+  ['2026-10-20T00:00:00Z', '2026-10-21T00:00:00Z'],
+  ['2026-10-24T12:00:00Z', '2026-10-26T12:00:00Z'],
+  ['2026-10-28T00:00:00Z', '2026-11-04T00:00:00Z'],
+] as const;
+/** SQL: the time `t`, or in a sparse stretch the start of the last hour numbered 0 mod 7 plus t's minutes. */
+function sparseHours(t: string): string {
+  const full = FULL_HOURS.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
+  return `CASE WHEN ${full} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % 7) * interval '1 hour' END`;
+}
 /** Hours before this are rolled up; the later ones stay in the log. */
 const REFRESHED_BEFORE = new Date('2026-10-28T00:00:00Z');
 const NOW = new Date('2026-11-03T09:30:00Z');
@@ -60,12 +80,13 @@ async function generate(projectId: string, seed: number): Promise<void> {
              random() AS u1, random() AS u2, random() AS u3, random() AS u4, random() AS u5, random() AS u6, random() AS b
            FROM generate_series(1, $4::int) g_i
          ) r
+         CROSS JOIN LATERAL (SELECT ${sparseHours('r.t0')} AS t0) m
          CROSS JOIN LATERAL (SELECT
            -- some events exactly on hour edges, some a microsecond before or after one
-           CASE WHEN r.g_i % 97 = 0 THEN date_trunc('hour', r.t0)
-                WHEN r.g_i % 89 = 0 THEN date_trunc('hour', r.t0) + interval '59 minutes 59.999999 seconds'
-                WHEN r.g_i % 83 = 0 THEN date_trunc('hour', r.t0) + interval '1 microsecond'
-                ELSE r.t0 END AS t) s
+           CASE WHEN r.g_i % 97 = 0 THEN date_trunc('hour', m.t0)
+                WHEN r.g_i % 89 = 0 THEN date_trunc('hour', m.t0) + interval '59 minutes 59.999999 seconds'
+                WHEN r.g_i % 83 = 0 THEN date_trunc('hour', m.t0) + interval '1 microsecond'
+                ELSE m.t0 END AS t) s
          CROSS JOIN LATERAL (SELECT (ARRAY['screen_view', 'screen_view', 'screen_view', 'click', 'purchase', 'session_start', 'session_end', 'sign up'])[1 + floor(r.u6 * 8)::int] AS name) n
          CROSS JOIN LATERAL (SELECT * FROM (VALUES
            (0, '', '', '', '', '', '', '', ''),

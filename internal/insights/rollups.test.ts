@@ -33,6 +33,26 @@ const WINDOWS = [
   ['2026-03-01T00:00:00Z', '2026-04-05T00:00:00Z', 2600],
   ['2026-10-18T00:00:00Z', '2026-11-03T12:00:00Z', 1800],
 ] as const;
+/**
+ * Every hour has sessions in these ranges: the DST days (New York 2026-03-08, Berlin 2026-03-29
+ * and 2026-10-25, New York 2026-11-01) in every timezone here, the autumn days the tests below
+ * single out (2026-10-20 to 22) and the hours never rolled up (from REFRESHED_BEFORE). Elsewhere
+ * in the windows, sessions fall only in the UTC hours numbered 0 mod 7 (about three a day, other
+ * hours each day, so every local day edge is met): as many sessions in a seventh of the hours
+ * there (the setup's cost is per refreshed hour).
+ */
+const FULL_HOURS = [
+  ['2026-03-07T12:00:00Z', '2026-03-09T12:00:00Z'],
+  ['2026-03-28T12:00:00Z', '2026-03-30T12:00:00Z'],
+  ['2026-10-20T00:00:00Z', '2026-10-23T00:00:00Z'],
+  ['2026-10-24T12:00:00Z', '2026-10-26T12:00:00Z'],
+  ['2026-10-28T00:00:00Z', '2026-11-04T00:00:00Z'],
+] as const;
+/** SQL: the time `t`, or in a sparse stretch the start of the last hour numbered 0 mod 7 plus t's minutes. */
+function sparseHours(t: string): string {
+  const full = FULL_HOURS.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
+  return `CASE WHEN ${full} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % 7) * interval '1 hour' END`;
+}
 /** Hours before this are rolled up; the later ones stay in the log. */
 const REFRESHED_BEFORE = new Date('2026-10-28T00:00:00Z');
 const NOW = new Date('2026-11-03T09:30:00Z');
@@ -41,7 +61,7 @@ let pool: pg.Pool;
 
 /**
  * A project with many visitors (sessions only), for the unique-visitor sketches: ~1,900
- * sessions of ~1,800 visitors a week for twelve weeks, in six hours of each day.
+ * sessions of ~1,800 visitors a week for twelve weeks, in two hours of each day.
  */
 const MANY = { id: 'r_many', from: '2026-08-01T00:00:00Z', to: '2026-10-26T00:00:00Z', sessions: 24_000, profiles: 16_000 };
 
@@ -52,10 +72,10 @@ async function generateVisitors(db: pg.Pool, projectId: string): Promise<void> {
     await c.query(
       `INSERT INTO sessions (id, project_id, device_id, profile_id, started_at, last_event_at, duration_ms, screen_view_count, is_bounce, is_bot)
        SELECT gen_random_uuid(), $1, 'd' || g, 'v' || floor(random() * $5), t, t, 0, 1, true, random() < 0.02
-       -- on a random day, between 09:00 and 15:00 UTC: six hours a day to refresh, not 24 (the
+       -- on a random day, between 09:00 and 11:00 UTC: two hours a day to refresh, not 24 (the
        -- visitor counts per day, week and month are the same; the setup's cost is per hour)
        FROM (SELECT g, $2::timestamptz + floor(random() * extract(day FROM $3::timestamptz - $2::timestamptz)) * interval '1 day'
-                       + interval '9 hours' + random() * interval '6 hours' AS t
+                       + interval '9 hours' + random() * interval '2 hours' AS t
              FROM generate_series(1, $4::int) g) x`,
       [projectId, MANY.from, MANY.to, MANY.sessions, MANY.profiles],
     );
@@ -92,10 +112,11 @@ async function generate(projectId: string, seed: number): Promise<void> {
              random() AS d2, random() AS p, random() AS b, random() AS u1, random() AS u2, random() AS u3, random() AS u4, random() AS u5
            FROM generate_series(1, $4::int) g_i
          ) r
+         CROSS JOIN LATERAL (SELECT ${sparseHours('r.t0')} AS t0) m
          CROSS JOIN LATERAL (SELECT
            -- a few sessions exactly on hour edges, some at the same instant (title ties)
-           CASE WHEN r.g_i % 97 = 0 THEN date_trunc('hour', r.t0) WHEN r.g_i % 89 = 0 THEN date_trunc('hour', r.t0) + interval '59 minutes 59.999 seconds'
-                WHEN r.g_i % 41 = 0 THEN date_trunc('day', r.t0) + interval '12 hours' ELSE r.t0 END AS t,
+           CASE WHEN r.g_i % 97 = 0 THEN date_trunc('hour', m.t0) WHEN r.g_i % 89 = 0 THEN date_trunc('hour', m.t0) + interval '59 minutes 59.999 seconds'
+                WHEN r.g_i % 41 = 0 THEN ${sparseHours("date_trunc('day', m.t0) + interval '12 hours'")} ELSE m.t0 END AS t,
            'dev' || floor(r.u1 * 300) AS d,
            CASE WHEN r.u2 < 0.3 THEN 0 ELSE floor(r.u2 * 1800000)::bigint END AS dur,
            floor(r.u3 * 4)::int AS views) s
