@@ -28,6 +28,7 @@
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartSegment } from './params';
+import { edges, layerCtes, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
 import { planRead } from '../query/planner';
 import { chartRequest, chartSpan, type ChartWindow, type ExportPath } from './rollups';
 
@@ -112,37 +113,30 @@ export function propertyRollupGroupedSql(plan: PropertyRollupPlan, opts: Propert
   const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
   const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
   const b = plan.value !== null;
-  const rollupWhere = [
-    `r.project_id = ${project}`, `r.key = ${key}`, `r.dimension = ${p.add(plan.dimension)}::text`,
-    `r.bucket >= ${from}`, `r.bucket < ${to}`, 'r.bucket NOT IN (SELECT inv.bucket FROM inv)',
-  ];
+  // The layers (internal/query/layered.ts), no days: the hours logged or listed in
+  // event_properties_raw_hours for the key (a numeric text too long to roll up safely) read raw.
+  const layers: Layers = {
+    project, from, to,
+    alsoRaw: `SELECT h.bucket FROM event_properties_raw_hours h
+        WHERE h.project_id = ${project} AND h.key = ${key} AND h.bucket >= ${from} AND h.bucket < ${to}`,
+  };
+  const rollupWhere = [`r.key = ${key}`, `r.dimension = ${p.add(plan.dimension)}::text`];
   if (opts.name !== '*') rollupWhere.push(`r.name = ${p.add(opts.name)}::text`);
-  const v = opts.rawNumber;
-  const aggs = `count(*), sum(x.v), min(x.v), max(x.v)`;
-  const rawPart = (range: string) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, ${aggs}
-        FROM (SELECT s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${v} AS v FROM events s WHERE ${opts.rawWhere} AND ${range} OFFSET 0) x
+  const rawRows = `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${opts.rawNumber} AS v`;
+  const rawPart = (rows: string) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*), sum(x.v), min(x.v), max(x.v)
+        FROM ${rows}
         GROUP BY ${b ? '1, 2' : '1'}`;
   const parts = [
     `SELECT width_bucket(r.bucket, ${starts}) AS bucket${b ? `, ${plan.value} AS b0` : ''}, r.count AS n, r.sum AS s, r.min AS mn, r.max AS mx
-        FROM event_properties_hourly r WHERE ${rollupWhere.join(' AND ')}`,
-    // Per logged hour an index range scan of that hour (OFFSET 0 keeps the subquery a
-    // nested loop; joined flat, the planner may scan the whole period and filter).
-    `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, ${aggs} FROM inv CROSS JOIN LATERAL (
-          SELECT s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${v} AS v FROM events s
-          WHERE ${opts.rawWhere} AND s.created_at >= inv.bucket AND s.created_at < inv.bucket + interval '1 hour' OFFSET 0) x
-        GROUP BY ${b ? '1, 2' : '1'}`,
+        FROM ${unloggedRows(layers, 'event_properties_hourly', rollupWhere)}`,
+    rawPart(rawPerHour('inv', rawRows, 'events s', opts.rawWhere, 's.created_at', 'x')),
+    ...edges(layers, 's.created_at', plan.span.from.getTime() > opts.window.start.getTime(), plan.span.to.getTime() < opts.window.end.getTime())
+      .map((edge) => rawPart(`(SELECT ${rawRows} FROM events s WHERE ${opts.rawWhere} AND ${edge} OFFSET 0) x`)),
   ];
-  if (plan.span.from.getTime() > opts.window.start.getTime()) parts.push(rawPart(`s.created_at < ${from}`));
-  if (plan.span.to.getTime() < opts.window.end.getTime()) parts.push(rawPart(`s.created_at >= ${to}`));
   const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
-  return `WITH inv AS MATERIALIZED (
-        SELECT i.bucket FROM rollup_invalidations i
-        WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
-        UNION
-        SELECT h.bucket FROM event_properties_raw_hours h
-        WHERE h.project_id = ${project} AND h.key = ${key} AND h.bucket >= ${from} AND h.bucket < ${to}
-      ), parts AS (
-        ${parts.join('\n        UNION ALL\n        ')}
+  return `WITH ${layerCtes(layers)},
+      parts AS (
+        ${unionAll(parts)}
       )
       SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, (${combine})::text AS value
       FROM parts GROUP BY GROUPING SETS (${sets})`;
