@@ -28,7 +28,7 @@
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartSegment } from './params';
-import { edges, layerCtes, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
+import { layerCtes, rawParts, unionAll, unloggedRows, type Layers } from '../query/layered';
 import { planRead } from '../query/planner';
 import { chartRequest, chartSpan, type ChartWindow, type ExportPath } from './rollups';
 
@@ -122,16 +122,16 @@ export function propertyRollupGroupedSql(plan: PropertyRollupPlan, opts: Propert
   };
   const rollupWhere = [`r.key = ${key}`, `r.dimension = ${p.add(plan.dimension)}::text`];
   if (opts.name !== '*') rollupWhere.push(`r.name = ${p.add(opts.name)}::text`);
-  const rawRows = `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${opts.rawNumber} AS v`;
   const rawPart = (rows: string) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*), sum(x.v), min(x.v), max(x.v)
         FROM ${rows}
         GROUP BY ${b ? '1, 2' : '1'}`;
   const parts = [
     `SELECT width_bucket(r.bucket, ${starts}) AS bucket${b ? `, ${plan.value} AS b0` : ''}, r.count AS n, r.sum AS s, r.min AS mn, r.max AS mx
         FROM ${unloggedRows(layers, 'event_properties_hourly', rollupWhere)}`,
-    rawPart(rawPerHour('inv', rawRows, 'events s', opts.rawWhere, 's.created_at', 'x')),
-    ...edges(layers, 's.created_at', plan.span.from.getTime() > opts.window.start.getTime(), plan.span.to.getTime() < opts.window.end.getTime())
-      .map((edge) => rawPart(`(SELECT ${rawRows} FROM events s WHERE ${opts.rawWhere} AND ${edge} OFFSET 0) x`)),
+    ...rawParts(layers, {
+      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${opts.rawNumber} AS v`, table: 'events s', where: opts.rawWhere, time: 's.created_at',
+      head: plan.span.from.getTime() > opts.window.start.getTime(), tail: plan.span.to.getTime() < opts.window.end.getTime(),
+    }, rawPart),
   ];
   const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
   return `WITH ${layerCtes(layers)},

@@ -26,7 +26,7 @@ import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import { EVENT_ROLLUP_DIMENSIONS, planRead, type ReadRequest, type ReadSource, type ReadTarget } from '../query/planner';
 import type { ChartSegment } from './params';
-import { edges, layerCtes, perRow, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
+import { edges, layerCtes, perRow, rawParts, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
 
 /** What a caller may ask for: 'auto' uses the rollups where they are exact; 'raw' never. */
 export type ExportPath = 'auto' | 'raw';
@@ -335,18 +335,16 @@ export function layeredGroupedSql(
     hours: { held: { lo: first(''), hi: first(' DESC') } },
   };
   const b = src.value !== null;
-  const rawKeys = `width_bucket(s.created_at, ${starts})${b ? `, ${opts.rawValue}` : ''}`;
-  const rawGroup = b ? '1, 2' : '1';
   const parts = [
     `SELECT days.bucket${b ? `, ${src.value} AS b0` : ''}, r.count AS n
         FROM ${perRow('days', src.daySql, 'r')}`,
     `SELECT width_bucket(hrs.h, ${starts})${b ? `, ${src.value}` : ''}, r.count
         FROM ${perRow('hrs', src.hourSql, 'r')}`,
-    `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*) FROM ${rawPerHour('inv',
-      `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}`, 'events s', opts.rawWhere, 's.created_at', 'x')}
-        GROUP BY ${rawGroup}`,
-    ...edges(layers, 's.created_at', span.from.getTime() > opts.window.start.getTime(), span.to.getTime() < opts.window.end.getTime())
-      .map((edge) => `SELECT ${rawKeys}, count(*) FROM events s WHERE ${opts.rawWhere} AND ${edge} GROUP BY ${rawGroup}`),
+    ...rawParts(layers, {
+      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}`, table: 'events s', where: opts.rawWhere, time: 's.created_at',
+      head: span.from.getTime() > opts.window.start.getTime(), tail: span.to.getTime() < opts.window.end.getTime(),
+    }, (rows) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*) FROM ${rows}
+        GROUP BY ${b ? '1, 2' : '1'}`),
   ];
   const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
   return `WITH ${layerCtes(layers)},

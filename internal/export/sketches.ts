@@ -32,7 +32,7 @@
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
-import { edges, layerCtes, perRow, rawPerHour, unionAll, type Layers } from '../query/layered';
+import { layerCtes, perRow, rawParts, unionAll, type Layers } from '../query/layered';
 import { planRead } from '../query/planner';
 import { chartRequest, chartRollup, chartSpan, rollupGroupedSql, type ChartRollup, type ChartWindow, type ExportPath } from './rollups';
 
@@ -141,7 +141,6 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
   const rawCond = users ? '' : ' AND s.session_id IS NOT NULL';
   const rawB0 = b ? opts.rawValue! : `''::text`;
   const inTop = b ? ' AND x.b0 IN (SELECT top.b0 FROM top)' : '';
-  const rawRows = `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`;
   const rawPart = (rows: string) => `SELECT width_bucket(x.created_at, ${starts}), x.b0, hll_add_agg(x.h, ${HLL_PARAMS})
         FROM ${rows}
         WHERE true${inTop}
@@ -161,9 +160,10 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
         FROM ${perRow('days', `SELECT * FROM events_sketches_daily r WHERE ${rowWhere.join(' AND ')} AND r.bucket = days.lo`, 'r')}`,
     `SELECT width_bucket(hrs.h, ${starts}), ${rowValue}, ${sketch}
         FROM ${perRow('hrs', `SELECT * FROM events_sketches_hourly r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h`, 'r')}`,
-    rawPart(rawPerHour('inv', rawRows, 'events s', `${opts.rawWhere}${rawCond}`, 's.created_at', 'x')),
-    ...edges(layers, 's.created_at', plan.counts.span.from.getTime() > opts.window.start.getTime(), plan.counts.span.to.getTime() < opts.window.end.getTime())
-      .map((edge) => rawPart(`(SELECT ${rawRows} FROM events s WHERE ${opts.rawWhere}${rawCond} AND ${edge}) x`)),
+    ...rawParts(layers, {
+      columns: `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`, table: 'events s', where: `${opts.rawWhere}${rawCond}`, time: 's.created_at',
+      head: plan.counts.span.from.getTime() > opts.window.start.getTime(), tail: plan.counts.span.to.getTime() < opts.window.end.getTime(),
+    }, rawPart),
   ];
 
   const n = 'c.n::float8';

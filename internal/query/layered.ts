@@ -135,6 +135,23 @@ export function edges(layers: Layers, time: string, head: boolean, tail: boolean
   return [...(head ? [`${time} < ${layers.from}`] : []), ...(tail ? [`${time} >= ${layers.to}`] : [])];
 }
 
+/**
+ * The raw layer of a series: `columns` of the rows of `table` (e.g. `events s`) meeting `where`,
+ * in each logged hour (an index range scan per hour) and in the partial hours before (`head`) and
+ * after (`tail`) the span, each a relation `x` that `part` selects and groups alike.
+ */
+export function rawParts(
+  layers: Layers,
+  raw: { columns: string; table: string; where: string; time: string; head: boolean; tail: boolean },
+  part: (rows: string) => string,
+): string[] {
+  return [
+    part(rawPerHour('inv', raw.columns, raw.table, raw.where, raw.time, 'x')),
+    ...edges(layers, raw.time, raw.head, raw.tail)
+      .map((edge) => part(`(SELECT ${raw.columns} FROM ${raw.table} WHERE ${raw.where} AND ${edge} OFFSET 0) x`)),
+  ];
+}
+
 /** The parts, one after another (UNION ALL). */
 export function unionAll(parts: readonly string[]): string {
   return parts.join('\n        UNION ALL\n        ');
