@@ -455,24 +455,22 @@ export function rollupMetricsSql(
 /**
  * Pages over the rollups plus the raw views of the log's hours: columns origin, path,
  * sessions, entries, bounces, timed_views, duration_ms, views, title; sorted and paged as the raw
- * query (sessions DESC, path, origin in byte order). The period is cut at UTC midnights into
- * segments: a whole UTC day with no hour in the log reads its rollup_pages_daily rows, any
- * other segment the rollup_pages_hourly rows of its hours not in the log; the log's hours
- * read raw sessions and their screen views. The title of each row of the page is the latest
+ * query (sessions DESC, path, origin in byte order). Layered (internal/query/layered.ts) with
+ * the period's whole UTC days as its days: a whole UTC day with no hour in the log reads its
+ * rollup_pages_daily rows, the period's other hours not in the log their rollup_pages_hourly
+ * rows (an index probe per hour); the log's hours read raw sessions and their screen views. The title of each row of the page is the latest
  * titled view among those three sources (title indexes read backwards).
  */
 export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: number, offset: number, screenView: string): string {
   const b = bind(scope, params);
   // screenView is a constant of ours (SCREEN_VIEW), inlined for the partial indexes' predicate.
   const view = `'${screenView.replace(/'/g, "''")}'`;
+  // rollup_pages_daily holds whole UTC days: every such day of the period is a day of the layers.
+  const utcDays = `(SELECT ${b.project}::text AS project_id, d AS bucket, 24 AS hours
+        FROM generate_series(date_trunc('day', ${b.start}, 'UTC'), ${b.end} - interval '1 microsecond', interval '1 day') AS d)`;
+  const days = '(SELECT array_agg(days.lo) FROM days)::timestamptz[]';
   return `
-      WITH ${layerCtes(layersOf(b))},
-      segs AS MATERIALIZED (
-        SELECT greatest(d, ${b.start}) AS lo, least(d + interval '1 day', ${b.end}) AS hi,
-               (d >= ${b.start} AND d + interval '1 day' <= ${b.end}
-                AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= d AND inv.bucket < d + interval '1 day')) AS whole
-        FROM generate_series(date_trunc('day', ${b.start}, 'UTC'), ${b.end} - interval '1 microsecond', interval '1 day') AS d
-      ),
+      WITH ${layerCtes(layersOf(b, { days: { table: utcDays }, hours: { series: true } }))},
       ts AS MATERIALIZED (
         SELECT inv.bucket, s.id, s.started_at, s.last_event_at, s.is_bounce, s.entry_origin, s.entry_path
         FROM ${tailSessions(b)}
@@ -499,12 +497,11 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
         SELECT r.origin COLLATE "C" AS origin, r.path COLLATE "C" AS path,
                r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views
         FROM rollup_pages_daily r
-        WHERE r.project_id = ${b.project} AND r.bucket = ANY ((SELECT array_agg(segs.lo) FROM segs WHERE segs.whole)::timestamptz[])
+        WHERE r.project_id = ${b.project} AND r.bucket = ANY (${days})
         UNION ALL
         SELECT r.origin COLLATE "C", r.path COLLATE "C",
                r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views
-        FROM segs JOIN rollup_pages_hourly r ON r.project_id = ${b.project} AND r.bucket >= segs.lo AND r.bucket < segs.hi
-        WHERE NOT segs.whole AND r.bucket NOT IN (SELECT inv.bucket FROM inv)
+        FROM ${perRow('hrs', `SELECT * FROM rollup_pages_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
         UNION ALL
         -- per page, then per (page, session) first: the distinct counts without sorting
         SELECT ps.origin, ps.path, count(*), count(*) FILTER (WHERE ps.entered), count(*) FILTER (WHERE ps.bounced),
@@ -541,7 +538,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
                   WHERE x.project_id = ${b.project}
                     AND x.path = r.path COLLATE "default" AND x.origin = r.origin COLLATE "default"
                     AND x.title <> ''
-                    AND x.bucket = ANY ((SELECT array_agg(segs.lo) FROM segs WHERE segs.whole)::timestamptz[])
+                    AND x.bucket = ANY (${days})
                   ORDER BY x.title_at DESC, x.title_id DESC
                   LIMIT 1)
                  UNION ALL
@@ -551,7 +548,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
                     AND x.title <> ''
                     AND x.bucket >= ${b.start} AND x.bucket < ${b.end}
                     AND x.bucket NOT IN (SELECT inv.bucket FROM inv)
-                    AND date_trunc('day', x.bucket, 'UTC') NOT IN (SELECT segs.lo FROM segs WHERE segs.whole)
+                    AND date_trunc('day', x.bucket, 'UTC') NOT IN (SELECT days.lo FROM days)
                   ORDER BY x.title_at DESC, x.title_id DESC
                   LIMIT 1)
                  UNION ALL
