@@ -19,12 +19,9 @@
 // bytes, no filters, no breakdown or one on `name` or a rolled-up column, not the raw
 // path, and every bucket boundary inside the window on a whole UTC hour: exactly when the
 // event-count rollups answer the same series' event counts (chartRollup of ./rollups.ts).
-// One statement (one snapshot), as rollupGroupedSql:
-//   rollup rows of the whole UTC hours inside the window that are NOT in rollup_invalidations
-//   (nor in event_properties_raw_hours for the key: hours with a numeric text too long to
-//   roll up safely)
-//   + raw events of the hours that are (per hour an index range scan)
-//   + raw events of the partial hours at both edges.
+// A layered read without days (internal/query/layered.ts, one statement): rollup rows of the
+// whole UTC hours neither logged nor in event_properties_raw_hours for the key (hours with a
+// numeric text too long to roll up safely), raw events of those hours and of both edges.
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartSegment } from './params';

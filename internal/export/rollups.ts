@@ -5,22 +5,17 @@
 // event name and value of one column (the events charts count: no bots, no session_start /
 // session_end). An hour whose events changed after its last refresh is listed in
 // rollup_invalidations until the refresh catches up (the worker logs it in the transaction
-// that inserts or deletes the events). So a count over [start, end) reads, in ONE statement
-// (one snapshot):
-//   rollup rows of the whole UTC hours inside [start, end) that are NOT in the log
-//   + raw events of the hours that ARE in the log
-//   + raw events of the partial hours at either edge (before the first whole hour, from the
-//     last whole hour on).
-// It is exact as long as every rolled-up hour lies inside one answer bucket: charts use the
+// that inserts or deletes the events). So a count over [start, end) is a layered read
+// (internal/query/layered.ts, one statement): rollup rows of the whole UTC hours not in the
+// log, raw events of the logged hours and of the partial hours at either edge. It is exact as long as every rolled-up hour lies inside one answer bucket: charts use the
 // rollups only when every bucket boundary inside the period is a whole UTC hour (zones with
 // whole-hour offsets; not Asia/Kolkata, not minute intervals). Only unfiltered reads: the
 // rollups keep no per-event data. Distinct counts (user, session, ...) are not additive over
 // hours and always read raw. Callers can force the raw path ('raw') for reference.
 //
-// Charts also read whole local days (sql/014_event_counts_daily.sql): a day listed complete in
-// event_counts_days, with no hour in the log, that lies inside one chart bucket reads its
-// event_counts_daily rows instead of its ~24 hourly rows; the span's other hours not in the
-// log read their hourly rows by one index probe per hour (rollupGroupedSql).
+// Charts also read the layers' days (sql/014_event_counts_daily.sql): a day listed complete in
+// event_counts_days, with no hour in the log, inside one chart bucket reads its
+// event_counts_daily rows instead of its ~24 hourly rows (rollupGroupedSql).
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
