@@ -19,15 +19,13 @@
 // bytes, no filters, no breakdown or one on `name` or a rolled-up column, not the raw
 // path, and every bucket boundary inside the window on a whole UTC hour: exactly when the
 // event-count rollups answer the same series' event counts (chartRollup of ./rollups.ts).
-// One statement (one snapshot), as rollupGroupedSql:
-//   rollup rows of the whole UTC hours inside the window that are NOT in rollup_invalidations
-//   (nor in event_properties_raw_hours for the key: hours with a numeric text too long to
-//   roll up safely)
-//   + raw events of the hours that are (per hour an index range scan)
-//   + raw events of the partial hours at both edges.
+// A layered read without days (internal/query/layered.ts, one statement): rollup rows of the
+// whole UTC hours neither logged nor in event_properties_raw_hours for the key (hours with a
+// numeric text too long to roll up safely), raw events of those hours and of both edges.
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartSegment } from './params';
+import { layerCtes, rawParts, unionAll, unloggedRows, type Layers } from '../query/layered';
 import { planRead } from '../query/planner';
 import { chartRequest, chartSpan, type ChartWindow, type ExportPath } from './rollups';
 
@@ -112,37 +110,30 @@ export function propertyRollupGroupedSql(plan: PropertyRollupPlan, opts: Propert
   const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
   const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
   const b = plan.value !== null;
-  const rollupWhere = [
-    `r.project_id = ${project}`, `r.key = ${key}`, `r.dimension = ${p.add(plan.dimension)}::text`,
-    `r.bucket >= ${from}`, `r.bucket < ${to}`, 'r.bucket NOT IN (SELECT inv.bucket FROM inv)',
-  ];
+  // The layers (internal/query/layered.ts), no days: the hours logged or listed in
+  // event_properties_raw_hours for the key (a numeric text too long to roll up safely) read raw.
+  const layers: Layers = {
+    project, from, to,
+    alsoRaw: `SELECT h.bucket FROM event_properties_raw_hours h
+        WHERE h.project_id = ${project} AND h.key = ${key} AND h.bucket >= ${from} AND h.bucket < ${to}`,
+  };
+  const rollupWhere = [`r.key = ${key}`, `r.dimension = ${p.add(plan.dimension)}::text`];
   if (opts.name !== '*') rollupWhere.push(`r.name = ${p.add(opts.name)}::text`);
-  const v = opts.rawNumber;
-  const aggs = `count(*), sum(x.v), min(x.v), max(x.v)`;
-  const rawPart = (range: string) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, ${aggs}
-        FROM (SELECT s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${v} AS v FROM events s WHERE ${opts.rawWhere} AND ${range} OFFSET 0) x
+  const rawPart = (rows: string) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*), sum(x.v), min(x.v), max(x.v)
+        FROM ${rows}
         GROUP BY ${b ? '1, 2' : '1'}`;
   const parts = [
     `SELECT width_bucket(r.bucket, ${starts}) AS bucket${b ? `, ${plan.value} AS b0` : ''}, r.count AS n, r.sum AS s, r.min AS mn, r.max AS mx
-        FROM event_properties_hourly r WHERE ${rollupWhere.join(' AND ')}`,
-    // Per logged hour an index range scan of that hour (OFFSET 0 keeps the subquery a
-    // nested loop; joined flat, the planner may scan the whole period and filter).
-    `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, ${aggs} FROM inv CROSS JOIN LATERAL (
-          SELECT s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${v} AS v FROM events s
-          WHERE ${opts.rawWhere} AND s.created_at >= inv.bucket AND s.created_at < inv.bucket + interval '1 hour' OFFSET 0) x
-        GROUP BY ${b ? '1, 2' : '1'}`,
+        FROM ${unloggedRows(layers, 'event_properties_hourly', rollupWhere)}`,
+    ...rawParts(layers, {
+      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${opts.rawNumber} AS v`, table: 'events s', where: opts.rawWhere, time: 's.created_at',
+      head: plan.span.from.getTime() > opts.window.start.getTime(), tail: plan.span.to.getTime() < opts.window.end.getTime(),
+    }, rawPart),
   ];
-  if (plan.span.from.getTime() > opts.window.start.getTime()) parts.push(rawPart(`s.created_at < ${from}`));
-  if (plan.span.to.getTime() < opts.window.end.getTime()) parts.push(rawPart(`s.created_at >= ${to}`));
   const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
-  return `WITH inv AS MATERIALIZED (
-        SELECT i.bucket FROM rollup_invalidations i
-        WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
-        UNION
-        SELECT h.bucket FROM event_properties_raw_hours h
-        WHERE h.project_id = ${project} AND h.key = ${key} AND h.bucket >= ${from} AND h.bucket < ${to}
-      ), parts AS (
-        ${parts.join('\n        UNION ALL\n        ')}
+  return `WITH ${layerCtes(layers)},
+      parts AS (
+        ${unionAll(parts)}
       )
       SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, (${combine})::text AS value
       FROM parts GROUP BY GROUPING SETS (${sets})`;

@@ -5,27 +5,23 @@
 // event name and value of one column (the events charts count: no bots, no session_start /
 // session_end). An hour whose events changed after its last refresh is listed in
 // rollup_invalidations until the refresh catches up (the worker logs it in the transaction
-// that inserts or deletes the events). So a count over [start, end) reads, in ONE statement
-// (one snapshot):
-//   rollup rows of the whole UTC hours inside [start, end) that are NOT in the log
-//   + raw events of the hours that ARE in the log
-//   + raw events of the partial hours at either edge (before the first whole hour, from the
-//     last whole hour on).
-// It is exact as long as every rolled-up hour lies inside one answer bucket: charts use the
+// that inserts or deletes the events). So a count over [start, end) is a layered read
+// (internal/query/layered.ts, one statement): rollup rows of the whole UTC hours not in the
+// log, raw events of the logged hours and of the partial hours at either edge. It is exact as long as every rolled-up hour lies inside one answer bucket: charts use the
 // rollups only when every bucket boundary inside the period is a whole UTC hour (zones with
 // whole-hour offsets; not Asia/Kolkata, not minute intervals). Only unfiltered reads: the
 // rollups keep no per-event data. Distinct counts (user, session, ...) are not additive over
 // hours and always read raw. Callers can force the raw path ('raw') for reference.
 //
-// Charts also read whole local days (sql/014_event_counts_daily.sql): a day listed complete in
-// event_counts_days, with no hour in the log, that lies inside one chart bucket reads its
-// event_counts_daily rows instead of its ~24 hourly rows; the span's other hours not in the
-// log read their hourly rows by one index probe per hour (rollupGroupedSql).
+// Charts also read the layers' days (sql/014_event_counts_daily.sql): a day listed complete in
+// event_counts_days, with no hour in the log, inside one chart bucket reads its
+// event_counts_daily rows instead of its ~24 hourly rows (rollupGroupedSql).
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import { EVENT_ROLLUP_DIMENSIONS, planRead, type ReadRequest, type ReadSource, type ReadTarget } from '../query/planner';
 import type { ChartSegment } from './params';
+import { edges, layerCtes, perRow, rawParts, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
 
 /** What a caller may ask for: 'auto' uses the rollups where they are exact; 'raw' never. */
 export type ExportPath = 'auto' | 'raw';
@@ -100,8 +96,9 @@ export function countHours(scope: Pick<CountScope, 'startIso' | 'anchorIso'>): H
 /**
  * One statement giving `n` (text), the number of events matching `rawWhere` (alias `e`,
  * which must hold the project, start/end and event-name conditions) at or before the
- * anchor (`atOrBefore`, alias `e`): rollup hours of `span` not invalidated, plus raw events
- * of its invalidated hours, of the head before it and of the tail from its end.
+ * anchor (`atOrBefore`, alias `e`): a layered read (internal/query/layered.ts) of `span`
+ * without days: events_hourly rows of its unlogged hours, raw events of its logged hours,
+ * of the head before it and of the tail from its end.
  */
 export function totalCountSql(
   scope: CountScope,
@@ -110,26 +107,37 @@ export function totalCountSql(
   rawWhere: (p: SqlParams) => string,
   atOrBefore: (p: SqlParams) => string,
 ): string {
-  const project = p.add(scope.projectId);
+  const layers = countLayers(p.add(scope.projectId), span, p);
+  const names = scope.events.length ? p.add([...scope.events]) : null;
+  const named = (alias: string) => (names ? [`${alias}.name = ANY(${names}::text[])`] : []);
+  return countSql(layers, span, p, rawWhere, atOrBefore, [
+    `(SELECT coalesce(sum(r.count), 0) FROM ${unloggedRows(layers, 'events_hourly', named('r'))})`,
+    `(SELECT count(*) FROM ${rawPerHour('inv', '1', 'events e', [`e.project_id = ${layers.project}`, ...named('e')].join(' AND '), 'e.created_at', 'x')})`,
+  ]);
+}
+
+/** The layers of a totalCount over `span` (from null: all before `to`). */
+function countLayers(project: string, span: HourSpan, p: SqlParams, days?: string): Layers {
   const from = span.from ? `${p.add(span.from.toISOString())}::timestamptz` : `'-infinity'::timestamptz`;
   const to = `${p.add(span.to.toISOString())}::timestamptz`;
-  const names = scope.events.length ? p.add([...scope.events]) : null;
-  const parts = [
-    `(SELECT coalesce(sum(r.count), 0) FROM events_hourly r
-       WHERE r.project_id = ${project} AND r.bucket >= ${from} AND r.bucket < ${to}
-         ${names ? `AND r.name = ANY(${names}::text[])` : ''}
-         AND r.bucket NOT IN (SELECT inv.bucket FROM inv))`,
-    `(SELECT count(*) FROM inv CROSS JOIN LATERAL (
-        SELECT 1 FROM events e
-        WHERE e.project_id = ${project} AND e.created_at >= inv.bucket AND e.created_at < inv.bucket + interval '1 hour'
-          ${names ? `AND e.name = ANY(${names}::text[])` : ''} OFFSET 0) x)`,
-    `(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at >= ${to} AND ${atOrBefore(p)})`,
-  ];
-  if (span.from) parts.push(`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at < ${from})`);
-  return `WITH inv AS MATERIALIZED (
-      SELECT DISTINCT i.bucket FROM rollup_invalidations i
-      WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
-    )
+  if (days === undefined) return { project, from, to };
+  // the span's other hours with events, from events_hourly (a few rows per hour, however long
+  // and sparse the span: a totalCount without start may reach back years)
+  return { project, from, to, days: { table: days }, hours: { listed: 'events_hourly' } };
+}
+
+/** `n` (text): the sum of the layers' `parts` and the raw edges (the tail up to the anchor). */
+function countSql(
+  layers: Layers,
+  span: HourSpan,
+  p: SqlParams,
+  rawWhere: (p: SqlParams) => string,
+  atOrBefore: (p: SqlParams) => string,
+  parts: string[],
+): string {
+  parts.push(`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND ${edges(layers, 'e.created_at', false, true)[0]} AND ${atOrBefore(p)})`);
+  if (span.from) parts.push(`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND ${edges(layers, 'e.created_at', true, false)[0]})`);
+  return `WITH ${layerCtes(layers)}
     SELECT (${parts.join('\n      + ')})::text AS n`;
 }
 
@@ -137,8 +145,7 @@ export function totalCountSql(
  * Where a filtered totalCount (./cube.ts, ./column.ts) takes its whole hours: `daysRelation`
  * (alias m: project_id, bucket, hours) lists the complete local days; `daySql` gives the rows
  * of one such day `days.lo` and `hourSql` those of one hour `hrs.h` that pass the filters,
- * both with a `count` column. Each is read in a LATERAL subquery kept by OFFSET 0 (index
- * probes, whatever the row estimates).
+ * both with a `count` column.
  */
 export interface CountLayers {
   daysRelation: string;
@@ -148,53 +155,26 @@ export interface CountLayers {
 
 /**
  * One statement giving `n` (text): the events matching `rawWhere` (alias `e`: project,
- * start/end, names and the filters) at or before the anchor, read in layers: the complete
- * days of `span` none of whose hours is logged from `daySql`, the span's other unlogged hours
- * with events from `hourSql`, and raw events for the logged hours and the partial hours at
- * either edge. `project` is the project's placeholder (already added to `p`).
+ * start/end, names and the filters) at or before the anchor, read in layers
+ * (internal/query/layered.ts): the complete days of `span` none of whose hours is logged from
+ * `daySql`, the span's other unlogged hours with events from `hourSql`, and raw events for the
+ * logged hours and the partial hours at either edge. `project` is the project's placeholder
+ * (already added to `p`).
  */
 export function layeredTotalCountSql(
-  layers: CountLayers,
+  src: CountLayers,
   project: string,
   span: HourSpan,
   p: SqlParams,
   rawWhere: (p: SqlParams) => string,
   atOrBefore: (p: SqlParams) => string,
 ): string {
-  const from = span.from ? `${p.add(span.from.toISOString())}::timestamptz` : `'-infinity'::timestamptz`;
-  const to = `${p.add(span.to.toISOString())}::timestamptz`;
-  const parts = [
-    `(SELECT coalesce(sum(r.count), 0) FROM days CROSS JOIN LATERAL (${layers.daySql} OFFSET 0) r)`,
-    `(SELECT coalesce(sum(r.count), 0) FROM hrs CROSS JOIN LATERAL (${layers.hourSql} OFFSET 0) r)`,
-    `(SELECT count(*) FROM inv CROSS JOIN LATERAL (
-        SELECT 1 FROM events e
-        WHERE ${rawWhere(p)} AND e.created_at >= inv.bucket AND e.created_at < inv.bucket + interval '1 hour' OFFSET 0) x)`,
-    `(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at >= ${to} AND ${atOrBefore(p)})`,
-  ];
-  if (span.from) parts.push(`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND e.created_at < ${from})`);
-  return `WITH inv AS MATERIALIZED (
-      SELECT DISTINCT i.bucket FROM rollup_invalidations i
-      WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
-    ),
-    days AS MATERIALIZED (
-      SELECT m.bucket AS lo, m.bucket + m.hours * interval '1 hour' AS hi
-      FROM ${layers.daysRelation} m
-      WHERE m.project_id = ${project} AND m.bucket >= ${from} AND m.bucket + m.hours * interval '1 hour' <= ${to}
-        AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= m.bucket AND inv.bucket < m.bucket + m.hours * interval '1 hour')
-    ),
-    covered AS MATERIALIZED (
-      SELECT generate_series(days.lo, days.hi - interval '1 hour', interval '1 hour') AS h FROM days
-      UNION ALL
-      SELECT inv.bucket FROM inv
-    ),
-    -- the span's other hours with events, from events_hourly (a few rows per hour, however long
-    -- and sparse the span: a totalCount without start may reach back years)
-    hrs AS MATERIALIZED (
-      SELECT DISTINCT r.bucket AS h FROM events_hourly r
-      WHERE r.project_id = ${project} AND r.bucket >= ${from} AND r.bucket < ${to}
-        AND NOT EXISTS (SELECT 1 FROM covered c WHERE c.h = r.bucket)
-    )
-    SELECT (${parts.join('\n      + ')})::text AS n`;
+  const layers = countLayers(project, span, p, src.daysRelation);
+  return countSql(layers, span, p, rawWhere, atOrBefore, [
+    `(SELECT coalesce(sum(r.count), 0) FROM ${perRow('days', src.daySql, 'r')})`,
+    `(SELECT coalesce(sum(r.count), 0) FROM ${perRow('hrs', src.hourSql, 'r')})`,
+    `(SELECT count(*) FROM ${rawPerHour('inv', '1', 'events e', rawWhere(p), 'e.created_at', 'x')})`,
+  ]);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -326,10 +306,12 @@ export function rollupGroupedSql(
 }
 
 /**
- * A chart series read in layers (sources: the event rollups, ./rollups.ts, or the event
- * cube, ./cube.ts): complete local days inside one chart bucket, none of their hours logged,
- * from `daySql`; the span's other hours that are not logged from `hourSql` (one index probe
- * per hour); logged hours and the partial hours at either edge from raw events.
+ * A chart series read in layers (internal/query/layered.ts; sources: the event rollups,
+ * ./rollups.ts, one column's rollups, ./column.ts, or the event cube, ./cube.ts): complete
+ * local days inside one chart bucket, none of their hours logged, from `daySql`; the span's
+ * other hours that are not logged from `hourSql` (one index probe per hour, only between the
+ * first and last hour with events: long periods with little data probe few hours); logged
+ * hours and the partial hours at either edge from raw events.
  */
 export function layeredGroupedSql(
   src: LayerSources,
@@ -340,70 +322,30 @@ export function layeredGroupedSql(
   const from = `${p.add(span.from.toISOString())}::timestamptz`;
   const to = `${p.add(span.to.toISOString())}::timestamptz`;
   const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
+  const first = (order: string) => `date_trunc('hour', (SELECT e.created_at FROM events e WHERE e.project_id = ${project} AND e.created_at >= ${from} AND e.created_at < ${to}
+                                   ORDER BY e.created_at${order} LIMIT 1), 'UTC')`;
+  const layers: Layers = {
+    project, from, to,
+    days: { table: src.daysTable, starts },
+    hours: { held: { lo: first(''), hi: first(' DESC') } },
+  };
   const b = src.value !== null;
-  const rawKeys = `width_bucket(s.created_at, ${starts})${b ? `, ${opts.rawValue}` : ''}`;
-  const rawGroup = b ? '1, 2' : '1';
   const parts = [
     `SELECT days.bucket${b ? `, ${src.value} AS b0` : ''}, r.count AS n
-        FROM days CROSS JOIN LATERAL (${src.daySql} OFFSET 0) r`,
-    // (joined flat, the planner may scan every hourly row of the span and test it)
+        FROM ${perRow('days', src.daySql, 'r')}`,
     `SELECT width_bucket(hrs.h, ${starts})${b ? `, ${src.value}` : ''}, r.count
-        FROM hrs CROSS JOIN LATERAL (${src.hourSql} OFFSET 0) r`,
-    // Per invalidated hour an index range scan of that hour (OFFSET 0 keeps the subquery a
-    // nested loop; joined flat, the planner may scan the whole period and filter).
-    `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*) FROM inv CROSS JOIN LATERAL (
-          SELECT s.created_at${b ? `, ${opts.rawValue} AS b0` : ''} FROM events s
-          WHERE ${opts.rawWhere} AND s.created_at >= inv.bucket AND s.created_at < inv.bucket + interval '1 hour' OFFSET 0) x
-        GROUP BY ${rawGroup}`,
+        FROM ${perRow('hrs', src.hourSql, 'r')}`,
+    ...rawParts(layers, {
+      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}`, table: 'events s', where: opts.rawWhere, time: 's.created_at',
+      head: span.from.getTime() > opts.window.start.getTime(), tail: span.to.getTime() < opts.window.end.getTime(),
+    }, (rows) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*) FROM ${rows}
+        GROUP BY ${b ? '1, 2' : '1'}`),
   ];
-  if (span.from.getTime() > opts.window.start.getTime()) {
-    parts.push(`SELECT ${rawKeys}, count(*) FROM events s WHERE ${opts.rawWhere} AND s.created_at < ${from} GROUP BY ${rawGroup}`);
-  }
-  if (span.to.getTime() < opts.window.end.getTime()) {
-    parts.push(`SELECT ${rawKeys}, count(*) FROM events s WHERE ${opts.rawWhere} AND s.created_at >= ${to} GROUP BY ${rawGroup}`);
-  }
   const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
-  return `WITH inv AS MATERIALIZED (
-        SELECT DISTINCT i.bucket FROM rollup_invalidations i
-        WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
-      ),
-      -- complete local days (${src.daysTable}) inside the span and inside one chart bucket,
-      -- none of their hours logged
-      days AS MATERIALIZED (
-        SELECT width_bucket(m.bucket, ${starts}) AS bucket, m.bucket AS lo, m.bucket + m.hours * interval '1 hour' AS hi
-        FROM ${src.daysTable} m
-        WHERE m.project_id = ${project} AND m.bucket >= ${from} AND m.bucket + m.hours * interval '1 hour' <= ${to}
-          AND width_bucket(m.bucket, ${starts}) = width_bucket(m.bucket + m.hours * interval '1 hour' - interval '1 microsecond', ${starts})
-          AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= m.bucket AND inv.bucket < m.bucket + m.hours * interval '1 hour')
-      ),
-      ${coveredHoursSql(project, from, to)},
+  return `WITH ${layerCtes(layers)},
       parts AS (
-        ${parts.join('\n        UNION ALL\n        ')}
+        ${unionAll(parts)}
       )
       SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, sum(parts.n)::text AS value
       FROM parts GROUP BY GROUPING SETS (${sets})`;
-}
-
-/**
- * CTEs `covered`, `held` and `hrs` (after `inv` and `days`, which has lo and hi): hrs holds the
- * span's hours that are neither in a day of `days` nor logged (equality anti-join: hashed,
- * linear however long the span), only between the first and last hour with events of the
- * project (index probes of events: long periods with little data probe few hours).
- */
-export function coveredHoursSql(project: string, from: string, to: string): string {
-  return `covered AS MATERIALIZED (
-        SELECT generate_series(days.lo, days.hi - interval '1 hour', interval '1 hour') AS h FROM days
-        UNION ALL
-        SELECT inv.bucket FROM inv
-      ),
-      held AS MATERIALIZED (
-        SELECT date_trunc('hour', (SELECT e.created_at FROM events e WHERE e.project_id = ${project} AND e.created_at >= ${from} AND e.created_at < ${to}
-                                   ORDER BY e.created_at LIMIT 1), 'UTC') AS lo,
-               date_trunc('hour', (SELECT e.created_at FROM events e WHERE e.project_id = ${project} AND e.created_at >= ${from} AND e.created_at < ${to}
-                                   ORDER BY e.created_at DESC LIMIT 1), 'UTC') AS hi
-      ),
-      hrs AS MATERIALIZED (
-        SELECT g.h FROM held CROSS JOIN LATERAL generate_series(held.lo, held.hi, interval '1 hour') AS g(h)
-        WHERE NOT EXISTS (SELECT 1 FROM covered c WHERE c.h = g.h)
-      )`;
 }

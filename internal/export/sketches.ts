@@ -32,6 +32,7 @@
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
+import { layerCtes, perRow, rawParts, unionAll, type Layers } from '../query/layered';
 import { planRead } from '../query/planner';
 import { chartRequest, chartRollup, chartSpan, rollupGroupedSql, type ChartRollup, type ChartWindow, type ExportPath } from './rollups';
 
@@ -128,8 +129,8 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
   // Stored sketch rows (alias r): the breakdown's dimension, the series' name (name '' is
   // every name: '*'; with a breakdown on name, every row of a name).
   const rowValue = !b ? `''::text` : plan.byName ? 'r.name' : 'r.value';
-  const dim = p.add(plan.dimension);
-  const rowWhere = [`r.project_id = ${project}`, `r.dimension = ${dim}`];
+  const dimension = p.add(plan.dimension);
+  const rowWhere = [`r.project_id = ${project}`, `r.dimension = ${dimension}`];
   if (plan.byName && opts.name === '*') rowWhere.push(`r.name <> ''`);
   else rowWhere.push(`r.name = ${p.add(opts.name === '*' ? '' : opts.name)}`);
   if (b) rowWhere.push(`${rowValue} IN (SELECT top.b0 FROM top)`);
@@ -140,30 +141,30 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
   const rawCond = users ? '' : ' AND s.session_id IS NOT NULL';
   const rawB0 = b ? opts.rawValue! : `''::text`;
   const inTop = b ? ' AND x.b0 IN (SELECT top.b0 FROM top)' : '';
-  const rawPart = (range: string) => `SELECT width_bucket(x.created_at, ${starts}), x.b0, hll_add_agg(x.h, ${HLL_PARAMS})
-        FROM (SELECT s.created_at, ${rawB0} AS b0, ${rawHash} AS h FROM events s WHERE ${opts.rawWhere}${rawCond} AND ${range}) x
+  const rawPart = (rows: string) => `SELECT width_bucket(x.created_at, ${starts}), x.b0, hll_add_agg(x.h, ${HLL_PARAMS})
+        FROM ${rows}
         WHERE true${inTop}
         GROUP BY 1, 2`;
+  // The layers (internal/query/layered.ts): complete local days inside one series bucket, none
+  // of their hours logged, from the daily sketches; the other hours not logged, only between
+  // the first and last hour with sketch rows (long periods, little data), from the hourly ones;
+  // the logged hours and the partial edge hours from raw events.
+  const rowsOf = (dim: string) => `(SELECT ${dim}(r.bucket) FROM events_sketches_hourly r WHERE r.project_id = ${project} AND r.dimension = ${dimension})`;
+  const layers: Layers = {
+    project, from, to,
+    days: { table: 'events_sketches_days', starts },
+    hours: { held: { lo: `greatest(${from}, ${rowsOf('min')})`, hi: `least(${to} - interval '1 hour', ${rowsOf('max')})` } },
+  };
   const parts = [
-    // Complete local days inside one series bucket, none of their hours logged: daily rows
-    // (LATERAL, kept by OFFSET 0: primary-key probes, whatever the row estimates).
     `SELECT days.bucket, ${rowValue} AS b0, ${sketch} AS h
-        FROM days CROSS JOIN LATERAL (
-          SELECT * FROM events_sketches_daily r WHERE ${rowWhere.join(' AND ')} AND r.bucket = days.lo OFFSET 0) r`,
-    // The other hours not logged: hourly rows.
+        FROM ${perRow('days', `SELECT * FROM events_sketches_daily r WHERE ${rowWhere.join(' AND ')} AND r.bucket = days.lo`, 'r')}`,
     `SELECT width_bucket(hrs.h, ${starts}), ${rowValue}, ${sketch}
-        FROM hrs CROSS JOIN LATERAL (
-          SELECT * FROM events_sketches_hourly r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h OFFSET 0) r`,
-    // Logged hours: per hour an index range scan of its raw events (a nested loop).
-    `SELECT width_bucket(x.created_at, ${starts}), x.b0, hll_add_agg(x.h, ${HLL_PARAMS})
-        FROM inv CROSS JOIN LATERAL (
-          SELECT s.created_at, ${rawB0} AS b0, ${rawHash} AS h FROM events s
-          WHERE ${opts.rawWhere}${rawCond} AND s.created_at >= inv.bucket AND s.created_at < inv.bucket + interval '1 hour' OFFSET 0) x
-        WHERE true${inTop}
-        GROUP BY 1, 2`,
+        FROM ${perRow('hrs', `SELECT * FROM events_sketches_hourly r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h`, 'r')}`,
+    ...rawParts(layers, {
+      columns: `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`, table: 'events s', where: `${opts.rawWhere}${rawCond}`, time: 's.created_at',
+      head: plan.counts.span.from.getTime() > opts.window.start.getTime(), tail: plan.counts.span.to.getTime() < opts.window.end.getTime(),
+    }, rawPart),
   ];
-  if (plan.counts.span.from.getTime() > opts.window.start.getTime()) parts.push(rawPart(`s.created_at < ${from}`));
-  if (plan.counts.span.to.getTime() < opts.window.end.getTime()) parts.push(rawPart(`s.created_at >= ${to}`));
 
   const n = 'c.n::float8';
   // Never more distinct users or sessions than events: the estimate is capped at n.
@@ -173,37 +174,9 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
         SELECT g.bucket, ${b ? 'g.b0' : `''::text`} AS b0, g.n FROM (${grouped}) g
       ),
       top AS MATERIALIZED (${top}),
-      inv AS MATERIALIZED (
-        SELECT DISTINCT i.bucket FROM rollup_invalidations i
-        WHERE i.project_id = ${project} AND i.bucket >= ${from} AND i.bucket < ${to}
-      ),
-      -- complete local days (events_sketches_days) inside the span and inside one series
-      -- bucket, none of their hours logged
-      days AS MATERIALIZED (
-        SELECT width_bucket(m.bucket, ${starts}) AS bucket, m.bucket AS lo, m.bucket + m.hours * interval '1 hour' AS hi
-        FROM events_sketches_days m
-        WHERE m.project_id = ${project} AND m.bucket >= ${from} AND m.bucket + m.hours * interval '1 hour' <= ${to}
-          AND width_bucket(m.bucket, ${starts}) = width_bucket(m.bucket + m.hours * interval '1 hour' - interval '1 microsecond', ${starts})
-          AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= m.bucket AND inv.bucket < m.bucket + m.hours * interval '1 hour')
-      ),
-      -- the span's other hours that are not logged (equality anti-joins: hashed, linear
-      -- however long the period)
-      covered AS MATERIALIZED (
-        SELECT generate_series(days.lo, days.hi - interval '1 hour', interval '1 hour') AS h FROM days
-        UNION ALL
-        SELECT inv.bucket FROM inv
-      ),
-      -- (only between the first and last hour with sketch rows: long periods, little data)
-      held AS MATERIALIZED (
-        SELECT greatest(${from}, (SELECT min(r.bucket) FROM events_sketches_hourly r WHERE r.project_id = ${project} AND r.dimension = ${dim})) AS lo,
-               least(${to} - interval '1 hour', (SELECT max(r.bucket) FROM events_sketches_hourly r WHERE r.project_id = ${project} AND r.dimension = ${dim})) AS hi
-      ),
-      hrs AS MATERIALIZED (
-        SELECT g.h FROM held CROSS JOIN LATERAL generate_series(held.lo, held.hi, interval '1 hour') AS g(h)
-        WHERE NOT EXISTS (SELECT 1 FROM covered c WHERE c.h = g.h)
-      ),
+      ${layerCtes(layers)},
       sk AS (
-        ${parts.join('\n        UNION ALL\n        ')}
+        ${unionAll(parts)}
       ),
       bsk AS MATERIALIZED (
         SELECT sk.bucket, sk.b0, hll_union_agg(sk.h) AS h FROM sk GROUP BY sk.bucket, sk.b0

@@ -45,6 +45,7 @@
 import { DIMENSION_PREFIX, type SessionDimension } from '../model/event';
 import { compileAll, type IndexedFilter, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
+import { layerCtes, perRow, rawPerHour, unloggedRows, type Layers } from '../query/layered';
 import type { Period } from '../query/period';
 import {
   CUBE_DIMENSIONS, cubePair, planRead, WIDE_DIMENSIONS,
@@ -196,63 +197,33 @@ function bind(scope: RollupScope, params: SqlParams): Bound {
   };
 }
 
-/**
- * The invalidated hours of the period (a handful: the live hour and any not yet refreshed),
- * each once: the log may hold one row per (project, hour, writer shard).
- */
-function invalidatedCte(b: Bound): string {
-  return `inv AS MATERIALIZED (
-        SELECT DISTINCT i.bucket FROM rollup_invalidations i
-        WHERE i.project_id = ${b.project} AND i.bucket >= ${b.start} AND i.bucket < ${b.end}
-      )`;
+/** The period's layers (internal/query/layered.ts): `inv`, and days and hours as `more` asks. */
+function layersOf(b: Bound, more: Pick<Layers, 'days' | 'hours'> = {}): Layers {
+  return { project: b.project, from: b.start, to: b.end, ...more };
 }
 
 /**
- * Raw sessions of the invalidated hours (or of the CTE `hrs`), alias `s` (same rows the rollup refresh would sum).
- * LATERAL, kept by OFFSET 0: an index range scan per logged hour whatever the row estimates;
- * a filter on the outside (e.g. city LIKE '%Ber%') otherwise made the planner join the log to
- * a parallel scan of all sessions (measured at 10M events: 2.2 s instead of 2 ms).
+ * The period's layers when every hour outside the complete local days listed in `daysTable`
+ * (sql/018, 019: one row per built day with its length in hours; with `starts`, only the days
+ * inside one series bucket) reads raw sessions: CTEs inv, days (lo, hi) and hrs (h).
  */
-function tailSessions(b: Bound, hours: 'inv.bucket' | 'hrs.h' = 'inv.bucket'): string {
-  // Identifiers: one of two CTE columns of ours (inv of invalidatedCte, hrs of otherHoursCte).
-  return `${hours.split('.')[0]} CROSS JOIN LATERAL (
-          SELECT * FROM sessions s
-          WHERE s.project_id = ${b.project}
-            AND s.started_at >= ${hours} AND s.started_at < ${hours} + interval '1 hour'
-            AND NOT s.is_bot
-          OFFSET 0
-        ) s`;
+function daysAndRawHours(daysTable: string, b: Bound, starts?: string): Layers {
+  return layersOf(b, { days: starts ? { table: daysTable, starts } : { table: daysTable }, hours: { series: true, logged: true } });
 }
 
 /**
- * CTE `days` (lo, hi): the complete local days listed in `daysTable` (sql/012, 018, 019: one
- * row per built day with its length in hours) that lie inside the period, have no logged hour
- * and meet `also` (alias d). Identifiers: our own table names.
+ * Raw sessions of the invalidated hours (or of the CTE `hrs`), alias `s` (same rows the rollup
+ * refresh would sum), by an index range scan per hour whatever the row estimates: a filter on
+ * the outside (e.g. city LIKE '%Ber%') otherwise made the planner join the log to a parallel
+ * scan of all sessions (measured at 10M events: 2.2 s instead of 2 ms).
  */
-function daysCte(daysTable: string, b: Bound, also = 'true'): string {
-  return `days AS MATERIALIZED (
-        SELECT d.bucket AS lo, d.bucket + d.hours * interval '1 hour' AS hi
-        FROM ${daysTable} d
-        WHERE d.project_id = ${b.project} AND d.bucket >= ${b.start}
-          AND d.bucket + d.hours * interval '1 hour' <= ${b.end}
-          AND ${also}
-          AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= d.bucket AND inv.bucket < d.bucket + d.hours * interval '1 hour')
-      )`;
-}
-
-/** CTE `hrs` (h): the period's hours outside the CTE `days` (read from raw sessions). */
-function otherHoursCte(b: Bound): string {
-  return `hrs AS MATERIALIZED (
-        SELECT g.h FROM generate_series(${b.start}, ${b.end} - interval '1 hour', interval '1 hour') AS g(h)
-        WHERE NOT EXISTS (SELECT 1 FROM days WHERE g.h >= days.lo AND g.h < days.hi)
-      )`;
+function tailSessions(b: Bound, hours: 'inv' | 'hrs' = 'inv'): string {
+  return rawPerHour(hours, '*', 'sessions s', `s.project_id = ${b.project} AND NOT s.is_bot`, 's.started_at', 's');
 }
 
 /** Rollup rows (alias `r`) of the period's hours that are not invalidated. */
 function rolledUp(relation: string, b: Bound): string {
-  return `${relation} r
-        WHERE r.project_id = ${b.project} AND r.bucket >= ${b.start} AND r.bucket < ${b.end}
-          AND r.bucket NOT IN (SELECT inv.bucket FROM inv)`;
+  return unloggedRows(layersOf(b), relation);
 }
 
 /** The raw tail's sums (alias `s`), in the rollups' measure order: sessions, bounces, timed_sessions, duration_ms, screen_views. */
@@ -439,18 +410,10 @@ export function rollupMetricsSql(
   // filters read them by name); every other hour of the period reads its raw sessions, by an
   // index range per hour, with their visitors hashed only when sketches are used.
   const pairParts = (f: PairFilter) => `
-      ${daysCte('rollup_session_pair_metrics_days', b,
-        `width_bucket(d.bucket, ${starts}) = width_bucket(d.bucket + d.hours * interval '1 hour' - interval '1 microsecond', ${starts})`)},
-      ${otherHoursCte(b)},
       day_rows AS MATERIALIZED (
         SELECT days.lo AS hour, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views, r.visitors
-        FROM days
-        -- LATERAL (kept by OFFSET 0): an index probe per day, whatever the row estimates
-        CROSS JOIN LATERAL (
-          SELECT x.*, x.a AS ${f.pair.a}, x.b AS ${f.pair.b} FROM rollup_session_pair_metrics_daily x
-          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(f.pair.key)} AND x.bucket = days.lo
-          OFFSET 0
-        ) r
+        FROM ${perRow('days', `SELECT x.*, x.a AS ${f.pair.a}, x.b AS ${f.pair.b} FROM rollup_session_pair_metrics_daily x
+          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(f.pair.key)} AND x.bucket = days.lo`, 'r')}
         WHERE ${where('r')}
       ),
       raw_hours AS MATERIALIZED (
@@ -460,7 +423,7 @@ export function rollupMetricsSql(
                coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
                coalesce(sum(s.screen_view_count), 0) AS screen_views,
                ${sketches ? `hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS}) FILTER (WHERE NOT ${exact})` : 'NULL'} AS visitors
-        FROM ${tailSessions(b, 'hrs.h')}
+        FROM ${tailSessions(b, 'hrs')}
         WHERE ${where('s')}
         GROUP BY hrs.h
       ),
@@ -472,7 +435,7 @@ export function rollupMetricsSql(
   // Filtered: decide before the parts (the pair's raw hours hash visitors only when needed);
   // unfiltered, decide reads the sums.
   return `
-      WITH ${invalidatedCte(b)},${filter ? decide : ''}${pair ? pairParts(pair) : rollupParts()}
+      WITH ${layerCtes(pair ? daysAndRawHours('rollup_session_pair_metrics_days', b, starts) : layersOf(b))},${filter ? decide : ''}${pair ? pairParts(pair) : rollupParts()}
       sums AS (
         SELECT width_bucket(parts.hour, ${starts}) AS bucket,
                sum(parts.sessions) AS sessions, sum(parts.bounces) AS bounces,
@@ -492,24 +455,22 @@ export function rollupMetricsSql(
 /**
  * Pages over the rollups plus the raw views of the log's hours: columns origin, path,
  * sessions, entries, bounces, timed_views, duration_ms, views, title; sorted and paged as the raw
- * query (sessions DESC, path, origin in byte order). The period is cut at UTC midnights into
- * segments: a whole UTC day with no hour in the log reads its rollup_pages_daily rows, any
- * other segment the rollup_pages_hourly rows of its hours not in the log; the log's hours
- * read raw sessions and their screen views. The title of each row of the page is the latest
+ * query (sessions DESC, path, origin in byte order). Layered (internal/query/layered.ts) with
+ * the period's whole UTC days as its days: a whole UTC day with no hour in the log reads its
+ * rollup_pages_daily rows, the period's other hours not in the log their rollup_pages_hourly
+ * rows (an index probe per hour); the log's hours read raw sessions and their screen views. The title of each row of the page is the latest
  * titled view among those three sources (title indexes read backwards).
  */
 export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: number, offset: number, screenView: string): string {
   const b = bind(scope, params);
   // screenView is a constant of ours (SCREEN_VIEW), inlined for the partial indexes' predicate.
   const view = `'${screenView.replace(/'/g, "''")}'`;
+  // rollup_pages_daily holds whole UTC days: every such day of the period is a day of the layers.
+  const utcDays = `(SELECT ${b.project}::text AS project_id, d AS bucket, 24 AS hours
+        FROM generate_series(date_trunc('day', ${b.start}, 'UTC'), ${b.end} - interval '1 microsecond', interval '1 day') AS d)`;
+  const days = '(SELECT array_agg(days.lo) FROM days)::timestamptz[]';
   return `
-      WITH ${invalidatedCte(b)},
-      segs AS MATERIALIZED (
-        SELECT greatest(d, ${b.start}) AS lo, least(d + interval '1 day', ${b.end}) AS hi,
-               (d >= ${b.start} AND d + interval '1 day' <= ${b.end}
-                AND NOT EXISTS (SELECT 1 FROM inv WHERE inv.bucket >= d AND inv.bucket < d + interval '1 day')) AS whole
-        FROM generate_series(date_trunc('day', ${b.start}, 'UTC'), ${b.end} - interval '1 microsecond', interval '1 day') AS d
-      ),
+      WITH ${layerCtes(layersOf(b, { days: { table: utcDays }, hours: { series: true } }))},
       ts AS MATERIALIZED (
         SELECT inv.bucket, s.id, s.started_at, s.last_event_at, s.is_bounce, s.entry_origin, s.entry_path
         FROM ${tailSessions(b)}
@@ -536,12 +497,11 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
         SELECT r.origin COLLATE "C" AS origin, r.path COLLATE "C" AS path,
                r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views
         FROM rollup_pages_daily r
-        WHERE r.project_id = ${b.project} AND r.bucket = ANY ((SELECT array_agg(segs.lo) FROM segs WHERE segs.whole)::timestamptz[])
+        WHERE r.project_id = ${b.project} AND r.bucket = ANY (${days})
         UNION ALL
         SELECT r.origin COLLATE "C", r.path COLLATE "C",
                r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views
-        FROM segs JOIN rollup_pages_hourly r ON r.project_id = ${b.project} AND r.bucket >= segs.lo AND r.bucket < segs.hi
-        WHERE NOT segs.whole AND r.bucket NOT IN (SELECT inv.bucket FROM inv)
+        FROM ${perRow('hrs', `SELECT * FROM rollup_pages_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
         UNION ALL
         -- per page, then per (page, session) first: the distinct counts without sorting
         SELECT ps.origin, ps.path, count(*), count(*) FILTER (WHERE ps.entered), count(*) FILTER (WHERE ps.bounced),
@@ -578,7 +538,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
                   WHERE x.project_id = ${b.project}
                     AND x.path = r.path COLLATE "default" AND x.origin = r.origin COLLATE "default"
                     AND x.title <> ''
-                    AND x.bucket = ANY ((SELECT array_agg(segs.lo) FROM segs WHERE segs.whole)::timestamptz[])
+                    AND x.bucket = ANY (${days})
                   ORDER BY x.title_at DESC, x.title_id DESC
                   LIMIT 1)
                  UNION ALL
@@ -588,7 +548,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
                     AND x.title <> ''
                     AND x.bucket >= ${b.start} AND x.bucket < ${b.end}
                     AND x.bucket NOT IN (SELECT inv.bucket FROM inv)
-                    AND date_trunc('day', x.bucket, 'UTC') NOT IN (SELECT segs.lo FROM segs WHERE segs.whole)
+                    AND date_trunc('day', x.bucket, 'UTC') NOT IN (SELECT days.lo FROM days)
                   ORDER BY x.title_at DESC, x.title_id DESC
                   LIMIT 1)
                  UNION ALL
@@ -621,7 +581,7 @@ export function rollupBreakdownSql(
   const rollupKeys = parent ? 'r.value AS name, r.prefix AS prefix' : 'r.value AS name';
   const rawKeys = breakdownKeys(dimension, 's');
   return `
-      WITH ${invalidatedCte(b)},
+      WITH ${layerCtes(layersOf(b))},
       parts AS (
         SELECT ${rollupKeys}, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views
         FROM ${rolledUp(relation, b)}
@@ -695,23 +655,16 @@ export function dimensionPairBreakdownSql(
     : `${alias}.${dimension} AS name`;
   const where = (alias: string) => compileAll(filters, alias, params);
   return `
-      WITH ${invalidatedCte(b)},
-      ${daysCte('rollup_session_dim_pairs_days', b)},
-      ${otherHoursCte(b)},
+      WITH ${layerCtes(daysAndRawHours('rollup_session_dim_pairs_days', b))},
       parts AS (
         SELECT ${keys('r')}, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views
-        FROM days
-        -- LATERAL (kept by OFFSET 0): an index probe per day, whatever the row estimates
-        CROSS JOIN LATERAL (
-          SELECT x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views, ${columns.join(', ')}
+        FROM ${perRow('days', `SELECT x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views, ${columns.join(', ')}
           FROM rollup_session_dim_pairs_daily x
-          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(pair.key)} AND x.bucket = days.lo
-          OFFSET 0
-        ) r
+          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(pair.key)} AND x.bucket = days.lo`, 'r')}
         WHERE ${where('r')}
         UNION ALL
         SELECT ${keys('s')}, ${RAW_MEASURES}
-        FROM ${tailSessions(b, 'hrs.h')}
+        FROM ${tailSessions(b, 'hrs')}
         WHERE ${where('s')}
         GROUP BY ${breakdownKeys(dimension, 's')}
       )
@@ -747,14 +700,7 @@ export function cubeBreakdownSql(
     : 'rollup_session_cube_daily';
   // Identifiers: the dimension (and pair) come from CUBE_DIMENSIONS only.
   return `
-      WITH ${invalidatedCte(b)},
-      ${daysCte('rollup_session_cube_days', b)},
-      -- the period's other hours that are not logged: their hourly rows
-      hours AS MATERIALIZED (
-        SELECT g.h FROM generate_series(${b.start}, ${b.end} - interval '1 hour', interval '1 hour') AS g(h)
-        WHERE g.h NOT IN (SELECT inv.bucket FROM inv)
-          AND NOT EXISTS (SELECT 1 FROM days WHERE g.h >= days.lo AND g.h < days.hi)
-      ),
+      WITH ${layerCtes(layersOf(b, { days: { table: 'rollup_session_cube_days' }, hours: { series: true } }))},
       parts AS (
         SELECT r.${dimension} AS name, ${measures}
         FROM ${daily} r
@@ -762,14 +708,9 @@ export function cubeBreakdownSql(
           AND ${compileAll(filters, 'r', params)}
         UNION ALL
         SELECT r.${dimension}, ${measures}
-        FROM hours
-        -- LATERAL (kept by OFFSET 0): an index probe per hour; joined flat, the planner scanned
-        -- every hourly row and tested each against the days (0.6 s at 10M events)
-        CROSS JOIN LATERAL (
-          SELECT * FROM rollup_session_cube_hourly x
-          WHERE x.project_id = ${b.project} AND x.bucket = hours.h
-          OFFSET 0
-        ) r
+        -- (an index probe per hour; joined flat, the planner scanned every hourly row and
+        -- tested each against the days: 0.6 s at 10M events)
+        FROM ${perRow('hrs', `SELECT * FROM rollup_session_cube_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
         WHERE ${compileAll(filters, 'r', params)}
         UNION ALL
         SELECT s.${dimension}, ${RAW_MEASURES}
