@@ -17,7 +17,7 @@ import { cubePlan } from './cube';
 import { getEventsPage, type EventsPage } from './events';
 import { parseChartParams, parseEventsParams } from './params';
 import type { Filter } from '../query/params';
-import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore, dailyLayerProjects, DAILY_LAYER_TIME } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore, dailyLayerProjects, DAILY_LAYER_TIME, sparseHours } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_cube_${randomBytes(6).toString('hex')}`;
 const UP_DB = `tidemark_test_cube_up_${randomBytes(6).toString('hex')}`;
@@ -41,11 +41,6 @@ const FULL_HOURS = [
   ['2026-03-06T22:00:00Z', '2026-03-10T05:00:00Z'],
   ['2026-03-28T22:00:00Z', '2026-03-30T05:00:00Z'],
 ] as const;
-/** SQL: the time `t`, or outside FULL_HOURS the start of the last hour numbered 0 mod 7 plus t's minutes. */
-function sparseHours(t: string): string {
-  const full = FULL_HOURS.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
-  return `CASE WHEN ${full} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % 7) * interval '1 hour' END`;
-}
 
 /** Events of one project, in every hour from `from`, or in FULL_HOURS and sparse hours elsewhere if `thin`. */
 async function generate(db: pg.Pool, projectId: string, seed: number, n: number, from: string = FROM, thin = false): Promise<void> {
@@ -73,7 +68,7 @@ async function generate(db: pg.Pool, projectId: string, seed: number, n: number,
            random() AS u7, random() AS u8
          FROM generate_series(1, $4::int) i
        ) r
-       CROSS JOIN LATERAL (SELECT ${thin ? sparseHours('r.t') : 'r.t'} AS t) m
+       CROSS JOIN LATERAL (SELECT ${thin ? sparseHours('r.t', FULL_HOURS) : 'r.t'} AS t) m
        CROSS JOIN LATERAL (SELECT (ARRAY['screen_view', 'screen_view', 'click', 'purchase', 'session_start', 'session_end'])[1 + floor(r.u7 * 6)::int] AS name) n`,
       [projectId, from, TO, n],
     );

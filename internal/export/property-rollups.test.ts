@@ -19,7 +19,7 @@ import { parseChartParams } from './params';
 import { chartPropertyRollup } from './property-rollups';
 import { EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { bucketStarts, resolvePeriod } from '../query/period';
-import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, logHour, searchParams } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, logHour, searchParams, sparseHours } from '../../test/support/sql-db';
 import { startTimescale, type Timescale } from '../../test/support/timescale';
 import { migrate } from '../store/migrate';
 import type { Pool } from '../store/db';
@@ -55,11 +55,6 @@ const FULL_HOURS: Ranges = [
   ['2026-03-31T09:00:00Z', TO],
 ];
 const KOLKATA_FULL_HOURS: Ranges = [LATE_HOUR];
-/** SQL: the time `t`, or outside `full` the start of the last hour numbered 0 mod 7 plus t's minutes. */
-function sparseHours(t: string, full: Ranges): string {
-  const inFull = full.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
-  return `CASE WHEN ${inFull} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % 7) * interval '1 hour' END`;
-}
 /** Hours before this are rolled up; the later ones stay in the log. */
 const REFRESHED_BEFORE = new Date('2026-03-24T00:00:00Z');
 /** The hour holding a numeric text longer than 1000 characters (event_properties_raw_hours). */

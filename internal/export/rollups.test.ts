@@ -15,7 +15,7 @@ import { getEventsPage, resolveBound, type ExportOptions } from './events';
 import { parseChartParams, parseEventsParams } from './params';
 import { chartRollup, countSpan, EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { bucketStarts, resolvePeriod } from '../query/period';
-import { createSqlDb, dropSqlDb, logHour, searchParams, insertLateEvents } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, logHour, searchParams, insertLateEvents, sparseHours } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_export_rollups_${randomBytes(6).toString('hex')}`;
 const HOUR = 3_600_000;
@@ -47,11 +47,6 @@ const FULL_HOURS = [
   ['2026-10-24T12:00:00Z', '2026-10-26T12:00:00Z'],
   ['2026-10-28T00:00:00Z', '2026-11-04T00:00:00Z'],
 ] as const;
-/** SQL: the time `t`, or in a sparse stretch the start of the last hour numbered 0 mod 7 plus t's minutes. */
-function sparseHours(t: string): string {
-  const full = FULL_HOURS.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
-  return `CASE WHEN ${full} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % 7) * interval '1 hour' END`;
-}
 /** Hours before this are rolled up; the later ones stay in the log. */
 const REFRESHED_BEFORE = new Date('2026-10-28T00:00:00Z');
 const NOW = new Date('2026-11-03T09:30:00Z');
@@ -80,7 +75,7 @@ async function generate(projectId: string, seed: number): Promise<void> {
              random() AS u1, random() AS u2, random() AS u3, random() AS u4, random() AS u5, random() AS u6, random() AS b
            FROM generate_series(1, $4::int) g_i
          ) r
-         CROSS JOIN LATERAL (SELECT ${sparseHours('r.t0')} AS t0) m
+         CROSS JOIN LATERAL (SELECT ${sparseHours('r.t0', FULL_HOURS)} AS t0) m
          CROSS JOIN LATERAL (SELECT
            -- some events exactly on hour edges, some a microsecond before or after one
            CASE WHEN r.g_i % 97 = 0 THEN date_trunc('hour', m.t0)

@@ -16,7 +16,7 @@ import { refreshRollups } from '../store/rollups';
 import { SqlParams } from '../query/filters';
 import { HLL_ERROR_BOUND, planFor, rollupMetricsSql, rollupPagesSql } from './rollups';
 import { getBreakdown, getMetrics, getPages, type InsightsOptions } from './service';
-import { allRows, createSqlDb, dropSqlDb, searchParams } from '../../test/support/sql-db';
+import { allRows, createSqlDb, dropSqlDb, searchParams, sparseHours } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_rollups_${randomBytes(6).toString('hex')}`;
 const HOUR = 3_600_000;
@@ -48,11 +48,6 @@ const FULL_HOURS = [
   ['2026-10-24T12:00:00Z', '2026-10-26T12:00:00Z'],
   ['2026-10-28T00:00:00Z', '2026-11-04T00:00:00Z'],
 ] as const;
-/** SQL: the time `t`, or in a sparse stretch the start of the last hour numbered 0 mod 7 plus t's minutes. */
-function sparseHours(t: string): string {
-  const full = FULL_HOURS.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
-  return `CASE WHEN ${full} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % 7) * interval '1 hour' END`;
-}
 /** Hours before this are rolled up; the later ones stay in the log. */
 const REFRESHED_BEFORE = new Date('2026-10-28T00:00:00Z');
 const NOW = new Date('2026-11-03T09:30:00Z');
@@ -112,11 +107,11 @@ async function generate(projectId: string, seed: number): Promise<void> {
              random() AS d2, random() AS p, random() AS b, random() AS u1, random() AS u2, random() AS u3, random() AS u4, random() AS u5
            FROM generate_series(1, $4::int) g_i
          ) r
-         CROSS JOIN LATERAL (SELECT ${sparseHours('r.t0')} AS t0) m
+         CROSS JOIN LATERAL (SELECT ${sparseHours('r.t0', FULL_HOURS)} AS t0) m
          CROSS JOIN LATERAL (SELECT
            -- a few sessions exactly on hour edges, some at the same instant (title ties)
            CASE WHEN r.g_i % 97 = 0 THEN date_trunc('hour', m.t0) WHEN r.g_i % 89 = 0 THEN date_trunc('hour', m.t0) + interval '59 minutes 59.999 seconds'
-                WHEN r.g_i % 41 = 0 THEN ${sparseHours("date_trunc('day', m.t0) + interval '12 hours'")} ELSE m.t0 END AS t,
+                WHEN r.g_i % 41 = 0 THEN ${sparseHours("date_trunc('day', m.t0) + interval '12 hours'", FULL_HOURS)} ELSE m.t0 END AS t,
            'dev' || floor(r.u1 * 300) AS d,
            CASE WHEN r.u2 < 0.3 THEN 0 ELSE floor(r.u2 * 1800000)::bigint END AS dur,
            floor(r.u3 * 4)::int AS views) s

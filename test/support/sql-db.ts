@@ -209,3 +209,18 @@ export async function generateColumnEvents(
     c.release();
   }
 }
+
+/** Time ranges [from, to) as ISO strings. */
+export type HourRanges = readonly (readonly [string, string])[];
+
+/**
+ * SQL: the time `t`, or outside the `full` ranges the start of the last hour numbered 0 mod 7
+ * plus t's minutes. The rollup tests generate their data through it: every hour only where a
+ * test needs it (DST days, hourly periods, late events), as many rows in about three hours a
+ * day elsewhere (other hours each day, so every local day edge is met), because a setup's cost
+ * is per refreshed (project, hour).
+ */
+export function sparseHours(t: string, full: HourRanges): string {
+  const inFull = full.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
+  return `CASE WHEN ${inFull} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % 7) * interval '1 hour' END`;
+}
