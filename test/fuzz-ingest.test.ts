@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { TestEnv, startApp, type Credentials } from './support/harness';
-import { assertSane, CaseCounter, credHeaders, pool, request, runs, type Answer } from './support/fuzz-kit';
+import { assertSane, CaseCounter, credHeaders, pool, request, resets, runs, type Answer } from './support/fuzz-kit';
 
 let env: TestEnv;
 let app: Awaited<ReturnType<typeof startApp>>;
@@ -27,7 +27,7 @@ before(async () => {
 
 after(async (t) => {
   const total = cases.total;
-  const line = `fuzz-ingest: ${total} cases (${cases.summary()}); statuses ${[...statuses].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}:${n}`).join(' ')}; ${((Date.now() - started) / 1000).toFixed(1)} s`;
+  const line = `fuzz-ingest: ${total} cases (${cases.summary()}); statuses ${[...statuses].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}:${n}`).join(' ')}; requests sent again after a reset: ${resets.retried}; ${((Date.now() - started) / 1000).toFixed(1)} s`;
   (t as unknown as { diagnostic(m: string): void }).diagnostic(line);
   await app?.drain();
   await env?.teardown();

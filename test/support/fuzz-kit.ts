@@ -28,17 +28,35 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
-/** One HTTP request with a client timeout; a timeout or connection error rejects with a message naming the request. */
+/** Requests sent again after a connection reset (see request()). */
+export const resets = { retried: 0 };
+
+/**
+ * One HTTP request with a client timeout; a timeout or connection error rejects with a message
+ * naming the request. fetch keeps connections alive and reuses them; one the server has just
+ * closed (uWS closes a connection idle for 10 s; a loaded machine may hold back the close
+ * notice past fetch's own 4 s) is reset when reused (one CI run in many: ECONNRESET 4 ms into a
+ * request). Such a request is sent once more and counted in `resets`; a server that resets a
+ * request by itself resets it again, and the error is reported.
+ */
 export async function request(url: string, o: RequestOptions = {}): Promise<Answer> {
   const started = performance.now();
   let res: Response;
+  const send = () => fetch(url, {
+    method: o.method ?? 'GET',
+    headers: o.headers,
+    body: o.body,
+    signal: AbortSignal.timeout(o.timeoutMs ?? 10_000),
+  });
   try {
-    res = await fetch(url, {
-      method: o.method ?? 'GET',
-      headers: o.headers,
-      body: o.body,
-      signal: AbortSignal.timeout(o.timeoutMs ?? 10_000),
-    });
+    try {
+      res = await send();
+    } catch (err) {
+      const code = (err as { cause?: { code?: string } }).cause?.code;
+      if (code !== 'ECONNRESET' && code !== 'UND_ERR_SOCKET') throw err;
+      resets.retried++;
+      res = await send();
+    }
   } catch (err) {
     throw new Error(`${o.method ?? 'GET'} ${url.slice(0, 300)} failed after ${Math.round(performance.now() - started)} ms: ${(err as Error).message} ${String((err as { cause?: unknown }).cause ?? '')}`);
   }
