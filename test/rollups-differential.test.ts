@@ -28,25 +28,16 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { connectAll } from '../internal/app/runtime';
-import { shardOf, type Bus } from '../internal/bus/bus';
-import { createEnricher, type Enricher } from '../internal/enrich';
+import { shardOf } from '../internal/bus/bus';
 import { getChart } from '../internal/export/charts';
 import { getEventsPage } from '../internal/export/events';
 import { parseChartParams, parseEventsParams } from '../internal/export/params';
 import { getBreakdown, getMetrics, getPages, planFor, type BreakdownDimension, type InsightsOptions } from '../internal/insights/service';
 import type { QueuedSessionCheck } from '../internal/model/event';
-import { createLogger } from '../internal/obs/log';
-import { createMetrics } from '../internal/obs/metrics';
 import { parsePageParams, parsePeriodParams, type Filter, type PageParams } from '../internal/query/params';
 import { addDays, parseLocalDate, resolvePeriod, startOfDay, type LocalDate } from '../internal/query/period';
-import { redisKeys, type Redis } from '../internal/redis/redis';
-import type { Pool } from '../internal/store/db';
 import { refreshRollups } from '../internal/store/rollups';
-import { PartitionKeeper } from '../internal/store/writes';
-import { ShardManager } from '../internal/worker/shard-manager';
-import { ShardRunner } from '../internal/worker/shard-runner';
-import { TestEnv, closeWorker, startApp, waitFor, type Credentials } from './support/harness';
+import { TestEnv, closeWorker, startApp, startTestWorker, waitFor, type Credentials } from './support/harness';
 import { mulberry32 } from './support/random';
 import { IPS, SITE, UAS, postEvent } from './support/sessions-traffic';
 import { allRows, searchParams } from './support/sql-db';
@@ -233,7 +224,7 @@ function expand(plan: GenPlan, tz: string, day: LocalDate): PlannedEvent[] {
 // ---------------------------------------------------------------- pipeline
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApp>>;
-let worker: { db: Pool; redis: Redis; bus: Bus; timescale: boolean; manager: ShardManager; enricher: Enricher };
+let worker: Awaited<ReturnType<typeof startTestWorker>>;
 /** The worker's clock runs this far ahead of the wall clock (moved forward for idle ends). */
 let skewMs = 0;
 const projects: string[] = [];
@@ -241,27 +232,15 @@ const projects: string[] = [];
 before(async () => {
   env = await new TestEnv('difft').setup();
   api = await startApp(env, { api: true, worker: false });
-  const cfg = env.config();
-  const log = createLogger('silent');
-  const metrics = createMetrics();
-  const c = await connectAll(cfg, log);
-  const enricher = await createEnricher();
-  const partitions = new PartitionKeeper(c.db, c.timescale);
-  const manager = new ShardManager({
-    redis: c.redis, keys: redisKeys(env.namespace), shards: cfg.TIDEMARK_SHARDS, log, metrics, tickMs: 200,
-    start: (shard) => {
-      const runner = new ShardRunner(shard, {
-        bus: c.bus, db: c.db, enricher, partitions, log, metrics, timeoutMs: TIMEOUT_MS, batchMax: 200,
-        cacheMax: 2, // most devices are loaded from PostgreSQL on their next event
-        onOpened: async () => {}, // the checks are published by the test (idleEnd)
-        now: () => Date.now() + skewMs,
-      });
-      runner.start();
-      return runner;
-    },
+  worker = await startTestWorker(env, {
+    tickMs: 200,
+    runner: () => ({
+      timeoutMs: TIMEOUT_MS, batchMax: 200,
+      cacheMax: 2, // most devices are loaded from PostgreSQL on their next event
+      onOpened: async () => {}, // the checks are published by the test (idleEnd)
+      now: () => Date.now() + skewMs,
+    }),
   });
-  manager.start();
-  worker = { ...c, manager, enricher };
   hll = (await env.db.query("SELECT 1 FROM pg_extension WHERE extname = 'hll'")).rowCount === 1;
 });
 

@@ -3,22 +3,15 @@
 // with a 1.5 s timeout, behind a real API (startApp with the api role only).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { connectAll } from '../internal/app/runtime';
-import type { Bus } from '../internal/bus/bus';
-import { createEnricher, type Enricher } from '../internal/enrich';
 import { SaltKeeper } from '../internal/ingest/identity';
 import { JobRunner } from '../internal/jobs/jobs';
 import type { QueuedOp, QueuedTrack } from '../internal/model/event';
 import { createLogger } from '../internal/obs/log';
-import { createMetrics } from '../internal/obs/metrics';
-import { redisKeys, type Redis } from '../internal/redis/redis';
+import { redisKeys } from '../internal/redis/redis';
 import type { SessionState } from '../internal/sessionize/session';
-import type { Pool } from '../internal/store/db';
 import { commitShardBatch, committedSeq, PartitionKeeper } from '../internal/store/writes';
 import { deviceKey, processOps } from '../internal/worker/processor';
-import { ShardManager } from '../internal/worker/shard-manager';
-import { ShardRunner } from '../internal/worker/shard-runner';
-import { TestEnv, closeWorker, post, sleep, startApp, track, waitFor, type Credentials } from './support/harness';
+import { TestEnv, closeWorker, post, sleep, startApp, startTestWorker, track, waitFor, type Credentials, type TestWorker } from './support/harness';
 
 const TIMEOUT_MS = 1500;
 const UA = 'Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0';
@@ -26,7 +19,7 @@ const UA = 'Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:125.0) Gecko/20100101 Fir
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApp>>;
 let writer: Credentials;
-let worker: { db: Pool; redis: Redis; bus: Bus; jobs: JobRunner; manager: ShardManager; enricher: Enricher };
+let worker: TestWorker;
 let timescale = false;
 /** Session ids whose end-check scheduling is made to fail (a Redis blip, or a crash right after the commit). */
 const failScheduleFor = new Set<string>();
@@ -37,38 +30,29 @@ before(async () => {
   const projectId = await env.project({ timezone: 'UTC' });
   writer = await env.client(projectId, 'write');
 
-  const cfg = env.config();
-  const log = createLogger('silent');
-  const metrics = createMetrics();
-  const c = await connectAll(cfg, log);
-  timescale = c.timescale;
-  const keys = redisKeys(env.namespace);
-  const jobs = new JobRunner({
-    redisUrl: cfg.REDIS_URL, namespace: env.namespace, bus: c.bus, db: c.db, salts: new SaltKeeper(c.redis, keys), log,
-    timeoutMs: TIMEOUT_MS, retentionDays: 0,
-  });
-  await jobs.start();
-  const enricher = await createEnricher();
-  const partitions = new PartitionKeeper(c.db, c.timescale);
-  const manager = new ShardManager({
-    redis: c.redis, keys, shards: cfg.TIDEMARK_SHARDS, log, metrics, tickMs: 500,
-    start: (shard) => {
-      const runner = new ShardRunner(shard, {
-        bus: c.bus, db: c.db, enricher, partitions, log, metrics, timeoutMs: TIMEOUT_MS, batchMax: 100,
-        // One device per shard in memory (WORKER_SESSION_CACHE's floor): every other device's
-        // session is loaded from PostgreSQL on its next event, and must continue all the same.
-        cacheMax: 1,
-        onOpened: async (sessions) => {
-          if (sessions.some((s) => failScheduleFor.has(s.deviceId))) throw new Error('simulated: Redis unavailable');
-          await jobs.scheduler.schedule(sessions);
-        },
+  const w = await startTestWorker(env, {
+    tickMs: 500,
+    jobs: async (c) => {
+      const jobs = new JobRunner({
+        redisUrl: env.config().REDIS_URL, namespace: env.namespace, bus: c.bus, db: c.db, salts: new SaltKeeper(c.redis, redisKeys(env.namespace)),
+        log: createLogger('silent'), timeoutMs: TIMEOUT_MS, retentionDays: 0,
       });
-      runner.start();
-      return runner;
+      await jobs.start();
+      return jobs;
     },
+    runner: ({ jobs }) => ({
+      timeoutMs: TIMEOUT_MS, batchMax: 100,
+      // One device per shard in memory (WORKER_SESSION_CACHE's floor): every other device's
+      // session is loaded from PostgreSQL on its next event, and must continue all the same.
+      cacheMax: 1,
+      onOpened: async (sessions) => {
+        if (sessions.some((s) => failScheduleFor.has(s.deviceId))) throw new Error('simulated: Redis unavailable');
+        await jobs!.scheduler.schedule(sessions);
+      },
+    }),
   });
-  manager.start();
-  worker = { ...c, jobs, manager, enricher };
+  timescale = w.timescale;
+  worker = w;
 });
 
 after(async () => {

@@ -9,25 +9,16 @@
 // deliveries on the client side, which is what a lost delivery looks like to the runner.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { connectAll } from '../internal/app/runtime';
 import type { Bus, BusMessage } from '../internal/bus/bus';
-import { createEnricher, type Enricher } from '../internal/enrich';
 import { decodeBatch } from '../internal/ingest/batcher';
-import { createLogger } from '../internal/obs/log';
-import { createMetrics, type Metrics } from '../internal/obs/metrics';
-import { redisKeys, type Redis } from '../internal/redis/redis';
-import type { Pool } from '../internal/store/db';
-import { PartitionKeeper } from '../internal/store/writes';
-import { ShardManager } from '../internal/worker/shard-manager';
-import { ShardRunner } from '../internal/worker/shard-runner';
-import { TestEnv, post, sleep, startApp, track, waitFor, type Credentials } from './support/harness';
+import { TestEnv, closeWorker, post, sleep, startApp, startTestWorker, track, waitFor, type Credentials } from './support/harness';
 
 const UA = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36';
 
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApp>>;
 let writer: Credentials;
-let worker: { db: Pool; redis: Redis; bus: Bus; manager: ShardManager; enricher: Enricher; metrics: Metrics };
+let worker: Awaited<ReturnType<typeof startTestWorker>>;
 /** Paths whose message's first delivery is dropped before the runner sees it. */
 const lose = new Set<string>();
 /** Paths whose delivery was dropped. */
@@ -47,53 +38,37 @@ before(async () => {
   const projectId = await env.project({ timezone: 'UTC' });
   writer = await env.client(projectId, 'write');
 
-  const cfg = env.config();
-  const log = createLogger('silent');
-  const metrics = createMetrics();
-  const c = await connectAll(cfg, log);
-  // The real bus, but the shard consumers it opens drop the first delivery of a chosen message.
-  const lossy = Object.create(c.bus) as Bus;
-  lossy.openShard = async (shard, from) => {
-    const consumer = await c.bus.openShard(shard, from);
-    const consume = consumer.consume.bind(consumer);
-    consumer.consume = ((opts: Parameters<typeof consume>[0]) =>
-      consume({
-        ...opts,
-        callback: (m: BusMessage) => {
-          const hit = pathsOf(m).find((p) => lose.has(p));
-          if (hit) {
-            lose.delete(hit);
-            lost.push(hit);
-            return;
-          }
-          (opts as { callback: (m: BusMessage) => void }).callback(m);
-        },
-      })) as typeof consumer.consume;
-    return consumer;
-  };
-  const enricher = await createEnricher();
-  const partitions = new PartitionKeeper(c.db, c.timescale);
-  const manager = new ShardManager({
-    redis: c.redis, keys: redisKeys(env.namespace), shards: cfg.TIDEMARK_SHARDS, log, metrics, tickMs: 500,
-    start: (shard) => {
-      const runner = new ShardRunner(shard, {
-        bus: lossy, db: c.db, enricher, partitions, log, metrics, timeoutMs: 30 * 60_000, batchMax: 100, cacheMax: 100,
-        onOpened: async () => {},
-      });
-      runner.start();
-      return runner;
+  worker = await startTestWorker(env, {
+    tickMs: 500,
+    // The real bus, but the shard consumers it opens drop the first delivery of a chosen message.
+    bus: (bus) => {
+      const lossy = Object.create(bus) as Bus;
+      lossy.openShard = async (shard, from) => {
+        const consumer = await bus.openShard(shard, from);
+        const consume = consumer.consume.bind(consumer);
+        consumer.consume = ((opts: Parameters<typeof consume>[0]) =>
+          consume({
+            ...opts,
+            callback: (m: BusMessage) => {
+              const hit = pathsOf(m).find((p) => lose.has(p));
+              if (hit) {
+                lose.delete(hit);
+                lost.push(hit);
+                return;
+              }
+              (opts as { callback: (m: BusMessage) => void }).callback(m);
+            },
+          })) as typeof consumer.consume;
+        return consumer;
+      };
+      return lossy;
     },
+    runner: () => ({ timeoutMs: 30 * 60_000, batchMax: 100, cacheMax: 100, onOpened: async () => {} }),
   });
-  manager.start();
-  worker = { ...c, manager, enricher, metrics };
 });
 
 after(async () => {
-  await worker?.manager.close();
-  worker?.enricher.close();
-  await worker?.bus.drainAndClose();
-  worker?.redis.disconnect();
-  await worker?.db.end();
+  await closeWorker(worker);
   await api?.drain();
   await env?.teardown();
 });

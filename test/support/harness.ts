@@ -10,7 +10,7 @@ import { Redis } from 'ioredis';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { loadConfig, type Config } from '../../internal/config/config';
-import { start, type Roles, type Running } from '../../internal/app/runtime';
+import { connectAll, start, type Roles, type Running } from '../../internal/app/runtime';
 import { hashSecret, generateSecret } from '../../internal/auth/secrets';
 import { createClient, createProject, type ClientMode } from '../../internal/store/accounts';
 import { createPool, ensureDatabase, type Pool } from '../../internal/store/db';
@@ -18,7 +18,13 @@ import { migrate } from '../../internal/store/migrate';
 import type { Bus } from '../../internal/bus/bus';
 import type { Enricher } from '../../internal/enrich';
 import type { JobRunner } from '../../internal/jobs/jobs';
-import type { ShardManager } from '../../internal/worker/shard-manager';
+import { ShardManager } from '../../internal/worker/shard-manager';
+import { ShardRunner, type ShardRunnerDeps } from '../../internal/worker/shard-runner';
+import { createEnricher } from '../../internal/enrich';
+import { createLogger } from '../../internal/obs/log';
+import { createMetrics, type Metrics } from '../../internal/obs/metrics';
+import { redisKeys } from '../../internal/redis/redis';
+import { PartitionKeeper } from '../../internal/store/writes';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const PG_BASE = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432';
@@ -148,6 +154,44 @@ export async function startApp(env: TestEnv, roles: Roles = { api: true, worker:
  * JobRunner) instead of startApp's, to set what the config cannot (a clock, a timeout).
  */
 export interface TestWorker { db: Pool; redis: Redis; bus: Bus; manager: ShardManager; enricher: Enricher; jobs?: JobRunner }
+
+type Connections = Awaited<ReturnType<typeof connectAll>>;
+
+/** What a test sets of each ShardRunner it builds (the rest comes from startTestWorker's connections). */
+export type TestRunnerDeps = Omit<ShardRunnerDeps, 'bus' | 'db' | 'enricher' | 'partitions' | 'log' | 'metrics'>;
+
+/**
+ * The worker side built in the test's process (no API): the real connections, enricher, shard
+ * manager and runners, with the runner settings the test gives. `jobs` makes a JobRunner first
+ * (the runners' onOpened may use it); `bus` may wrap the bus the runners consume from.
+ * Close it with closeWorker().
+ */
+export async function startTestWorker(env: TestEnv, o: {
+  runner: (w: { jobs?: JobRunner }) => TestRunnerDeps;
+  tickMs: number;
+  jobs?: (c: Connections) => Promise<JobRunner>;
+  bus?: (bus: Bus) => Bus;
+}): Promise<TestWorker & { timescale: boolean; metrics: Metrics }> {
+  const cfg = env.config();
+  const log = createLogger('silent');
+  const metrics = createMetrics();
+  const c = await connectAll(cfg, log);
+  const jobs = o.jobs ? await o.jobs(c) : undefined;
+  const enricher = await createEnricher();
+  const partitions = new PartitionKeeper(c.db, c.timescale);
+  const bus = o.bus ? o.bus(c.bus) : c.bus;
+  const deps = o.runner({ jobs });
+  const manager = new ShardManager({
+    redis: c.redis, keys: redisKeys(env.namespace), shards: cfg.TIDEMARK_SHARDS, log, metrics, tickMs: o.tickMs,
+    start: (shard) => {
+      const runner = new ShardRunner(shard, { ...deps, bus, db: c.db, enricher, partitions, log, metrics });
+      runner.start();
+      return runner;
+    },
+  });
+  manager.start();
+  return { ...c, jobs, manager, enricher, metrics };
+}
 
 /** Closes a TestWorker (shards, jobs, enricher, bus, Redis, PostgreSQL, in that order); none when `before` failed first. */
 export async function closeWorker(worker: TestWorker | undefined): Promise<void> {
