@@ -427,6 +427,8 @@ export interface ResponseInfo {
   /** ms since the load started, when the request was sent. */
   sentMs: number;
   tookMs: number;
+  /** The base URL the request went to (read when it was sent). */
+  url: string;
 }
 
 export interface LoadOptions {
@@ -482,8 +484,8 @@ export class SteadyLoad {
     const started = Date.now();
     let status: Outcome;
     let headers: Headers | null = null;
+    const base = (this.o.urls?.length ? this.o.urls[e.device % this.o.urls.length] : this.url)!;
     try {
-      const base = this.o.urls?.length ? this.o.urls[e.device % this.o.urls.length] : this.url;
       const res = await fetch(`${base}/track`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'service-client-id': this.o.creds.clientId, 'service-client-secret': this.o.creds.clientSecret },
@@ -497,7 +499,7 @@ export class SteadyLoad {
       status = 'error';
     }
     this.outcomes.set(seq, status);
-    const info: ResponseInfo = { seq, status, headers, atMs: Date.now() - this.t0, sentMs: started - this.t0, tookMs: Date.now() - started };
+    const info: ResponseInfo = { seq, status, headers, atMs: Date.now() - this.t0, sentMs: started - this.t0, tookMs: Date.now() - started, url: base };
     this.responses.push(info);
     this.o.onResponse?.(info);
   }
