@@ -18,6 +18,7 @@ import {
   type StreamInfo,
 } from '@nats-io/jetstream';
 import { ServiceUnreachableError } from '../store/db';
+import { AckedPublisher, NoRespondersError } from './acked-publish';
 
 export interface BusOptions {
   /** One NATS URL, or several comma-separated (members of one cluster). */
@@ -82,6 +83,7 @@ export class StreamReplicasError extends Error {
 export class Bus {
   readonly streamName: string;
   readonly subjectPrefix: string;
+  private readonly publisher: AckedPublisher;
   private constructor(
     readonly nc: NatsConnection,
     readonly js: JetStreamClient,
@@ -90,6 +92,7 @@ export class Bus {
   ) {
     this.streamName = `${opts.namespace}_events`;
     this.subjectPrefix = `${opts.namespace}.events`;
+    this.publisher = new AckedPublisher(nc);
   }
 
   static async connect(opts: BusOptions): Promise<Bus> {
@@ -188,7 +191,7 @@ export class Bus {
     const deadline = Date.now() + (this.opts.publishTimeoutMs ?? 5000);
     for (let attempt = 0; ; attempt++) {
       try {
-        const ack = await this.js.publish(subject, data, { msgID: msgId, timeout: Math.max(1, deadline - Date.now()) });
+        const ack = await this.publisher.publish(subject, data, msgId, Math.max(1, deadline - Date.now()));
         return { seq: ack.seq, duplicate: ack.duplicate };
       } catch (err) {
         const pause = Math.min(250, 10 * 2 ** attempt);
@@ -250,7 +253,7 @@ export class Bus {
 
 /** No stream answered the publish: no leader right now (or no stream at all). */
 function isNoResponders(err: unknown): boolean {
-  return err instanceof Error && err.name === 'JetStreamNotEnabled';
+  return err instanceof NoRespondersError;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
