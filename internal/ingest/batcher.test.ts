@@ -51,33 +51,49 @@ function manualPublish() {
 
 const tick = () => new Promise((r) => setImmediate(r));
 
-test('an op for an idle subject is published at once, with no timer; ops that arrive while it is in flight share the next message', async () => {
+test('an op for an idle subject is published at the end of the turn, with no timer: ops of the same turn share its message; ops that arrive while it is in flight share the next', async () => {
   const m = manualPublish();
   const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, publish: m.publish });
   const first = b.add('s', op(1));
-  // Synchronously: no timer, no turn of the event loop.
-  assert.equal(m.calls.length, 1);
-  assert.deepEqual(m.calls[0]!.ops.map((o) => o.id), ['id-1']);
-  const later = [b.add('s', op(2)), b.add('s', op(3)), b.add('s', op(4))];
-  const other = b.add('t', op(5)); // another subject is idle: at once too
+  const sameTurn = b.add('s', op(2));
+  const other = b.add('t', op(5)); // another subject: its own message, the same turn
+  assert.equal(m.calls.length, 0, 'nothing yet: the turn is not over');
+  await tick(); // setImmediate: no timer
   assert.equal(m.calls.length, 2);
+  assert.deepEqual(m.calls[0]!.ops.map((o) => o.id), ['id-1', 'id-2']);
   assert.equal(m.calls[1]!.subject, 't');
+  const later = [b.add('s', op(3)), b.add('s', op(4))];
   await tick();
   assert.equal(m.calls.length, 2, 'nothing more is published while the first is in flight (within the wait cap)');
   m.calls[0]!.ack();
-  await first;
+  await Promise.all([first, sameTurn]);
   await tick();
   assert.equal(m.calls.length, 3, 'the gathered ops go the moment the publish in flight settles');
-  assert.deepEqual(m.calls[2]!.ops.map((o) => o.id), ['id-2', 'id-3', 'id-4']);
+  assert.deepEqual(m.calls[2]!.ops.map((o) => o.id), ['id-3', 'id-4']);
   m.calls[2]!.ack();
   m.calls[1]!.ack();
   await Promise.all([...later, other]);
+});
+
+test('a lone op is published within a turn of the event loop, before any timer of 0 ms', async () => {
+  const m = manualPublish();
+  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, publish: m.publish });
+  let timerFired = false;
+  setTimeout(() => (timerFired = true), 0);
+  const one = b.add('s', op(1));
+  await tick();
+  assert.equal(m.calls.length, 1);
+  assert.equal(timerFired, false, 'published before a 0 ms timer set earlier');
+  m.calls[0]!.ack();
+  await one;
 });
 
 test('the size cap still applies while a publish is in flight; a failed publish releases the ops gathered behind it', async () => {
   const m = manualPublish();
   const b = new Batcher({ maxOps: 2, maxDelayMs: 0, maxBytes: 1 << 20, publish: m.publish });
   const first = b.add('s', op(1));
+  await tick();
+  assert.equal(m.calls.length, 1);
   const gathered = [b.add('s', op(2)), b.add('s', op(3))];
   assert.equal(m.calls.length, 2, 'a full message is published without waiting');
   assert.deepEqual(m.calls[1]!.ops.map((o) => o.id), ['id-2', 'id-3']);
@@ -92,10 +108,28 @@ test('the size cap still applies while a publish is in flight; a failed publish 
   await Promise.all([...gathered, fourth]);
 });
 
+test('a full message in the turn goes at once; what follows it in the same turn waits behind it', async () => {
+  const m = manualPublish();
+  const b = new Batcher({ maxOps: 2, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: 20, publish: m.publish });
+  const full = [b.add('s', op(1)), b.add('s', op(2))];
+  assert.equal(m.calls.length, 1, 'full: published without waiting for the turn to end');
+  const third = b.add('s', op(3));
+  await tick();
+  assert.equal(m.calls.length, 1, 'the third waits behind the full message in flight');
+  m.calls[0]!.ack();
+  await Promise.all(full);
+  await tick();
+  assert.equal(m.calls.length, 2);
+  assert.deepEqual(m.calls[1]!.ops.map((o) => o.id), ['id-3']);
+  m.calls[1]!.ack();
+  await third;
+});
+
 test('an op alone in its message uses the message id it was given; a shared message gets a random one', async () => {
   const m = manualPublish();
   const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, publish: m.publish });
   const a = b.add('s', op(1), 'lone-1');
+  await tick();
   const c = [b.add('s', op(2), 'lone-2'), b.add('s', op(3), 'lone-3')];
   m.calls[0]!.ack();
   await a;
@@ -123,6 +157,7 @@ test('ops gathered behind a publish that does not settle go after maxWaitBehindM
   const m = manualPublish();
   const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: 20, publish: m.publish });
   const stuck = b.add('s', op(1));
+  await tick();
   const behind = b.add('s', op(2));
   await tick();
   assert.equal(m.calls.length, 1);

@@ -1,13 +1,15 @@
 // Many requests share one JetStream round trip, without a timer on the idle path: an op for
-// a subject with no publish in flight is published at once (alone); while a publish is in
-// flight, the ops that arrive for its subject gather into the next message, which is
-// published the moment a publish of the subject settles (or at once when it reaches `maxOps`
-// or `maxBytes`). So a lone producer pays one JetStream round trip, and under load each
-// subject's messages grow with the ack latency. Gathered ops wait behind a publish in flight
-// for `maxWaitBehindMs` at most (a healthy ack takes well under a millisecond on one host):
-// when NATS stalls, each request still gets its answer (503) one publish timeout after it
-// arrived, not after every publish queued before it. Every request of a message is answered
-// when that message's publish is acked.
+// a subject with no publish in flight is published at the end of the event loop's current
+// turn (setImmediate: after the requests that arrived together have been read, before any
+// timer), so the requests read in one turn share one message per subject and one socket
+// write; while a publish is in flight, the ops that arrive for its subject gather into the
+// next message, which is published the moment a publish of the subject settles (or at once
+// when it reaches `maxOps` or `maxBytes`). So a lone producer pays one JetStream round trip,
+// and under load each subject's messages grow with the ack latency. Gathered ops wait behind
+// a publish in flight for `maxWaitBehindMs` at most (a healthy ack takes well under a
+// millisecond on one host): when NATS stalls, each request still gets its answer (503) one
+// publish timeout after it arrived, not after every publish queued before it. Every request
+// of a message is answered when that message's publish is acked.
 import { randomUUID } from 'node:crypto';
 import { deflateRaw, inflateRawSync } from 'node:zlib';
 import { promisify } from 'node:util';
@@ -91,10 +93,32 @@ export class Batcher {
     const done = entry.done;
     if (entry.ops.length >= this.opts.maxOps) this.flush(subject);
     else if (!this.busy.get(subject)) {
-      if (this.opts.maxDelayMs <= 0) this.flush(subject);
+      if (this.opts.maxDelayMs <= 0) this.flushThisTurn(subject);
       else entry.timer ??= setTimeout(() => this.flush(subject), this.opts.maxDelayMs);
     } else entry.timer ??= setTimeout(() => this.flush(subject), this.opts.maxWaitBehindMs ?? DEFAULT_WAIT_BEHIND_MS);
     return done;
+  }
+
+  /** Subjects to publish at the end of this turn of the event loop. */
+  private readonly due = new Set<string>();
+  private dueScheduled = false;
+
+  private flushThisTurn(subject: string): void {
+    this.due.add(subject);
+    if (this.dueScheduled) return;
+    this.dueScheduled = true;
+    setImmediate(() => {
+      this.dueScheduled = false;
+      for (const s of this.due) {
+        if (!this.busy.get(s)) this.flush(s);
+        else {
+          // A full message of the subject went meanwhile: the rest waits behind it, capped.
+          const p = this.pending.get(s);
+          if (p) p.timer ??= setTimeout(() => this.flush(s), this.opts.maxWaitBehindMs ?? DEFAULT_WAIT_BEHIND_MS);
+        }
+      }
+      this.due.clear();
+    });
   }
 
   private flush(subject: string): void {
