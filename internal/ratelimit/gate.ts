@@ -5,7 +5,8 @@
 // Redis channel the CLI publishes to, and re-checked by every asynchronous call); the rate
 // limit from a per-client token bucket kept in step with Redis by leases (lease.ts, which
 // states the tolerance); the live-set and seen-device updates are sent after the answer, in
-// one Redis call per event-loop turn. Only a request whose device id depends on Redis (in the
+// one Redis call at a time: those of the requests that arrive while it is in flight go in the
+// next (so under load a few hundred calls a second, not one per request). Only a request whose device id depends on Redis (in the
 // 30 minutes after midnight UTC, when yesterday's salt may continue a visit), or any request
 // while the mirror is not in step with Redis, takes the path below: one Redis call that
 // decides it exactly, shared by the requests of the event-loop turn.
@@ -262,6 +263,8 @@ const SEEN_TTL_SECONDS = 30 * 60;
 const DAY_MS = 86_400_000;
 /** Requests decided by one Redis call at most. */
 const MAX_BATCH = 256;
+/** A background call in flight this long (ms) no longer holds the next one back. */
+const ASYNC_STALL_MS = 250;
 
 interface PendingIngest {
   input: IngestGateInput;
@@ -304,6 +307,8 @@ export class Gate {
   private leases: PendingLease[] = [];
   private effects: string[][] = [];
   private asyncScheduled = false;
+  /** When the background call in flight was sent (ms), 0 when none is. */
+  private asyncSentAt = 0;
 
   constructor(private readonly redis: Redis, private readonly keys: RedisKeys, private readonly opts: GateOptions = {}) {
     redis.defineCommand('tmIngestGate', { numberOfKeys: 0, lua: INGEST_SCRIPT });
@@ -400,8 +405,14 @@ export class Gate {
     });
   }
 
+  /**
+   * The background call goes at the end of this event-loop turn, or, while one is in flight,
+   * when it settles (what gathers meanwhile shares the next call). A call in flight longer
+   * than ASYNC_STALL_MS does not hold the next back.
+   */
   private scheduleAsync(): void {
     if (this.asyncScheduled) return;
+    if (this.asyncSentAt && Date.now() - this.asyncSentAt < ASYNC_STALL_MS) return;
     this.asyncScheduled = true;
     setImmediate(this.flushAsync);
   }
@@ -413,6 +424,11 @@ export class Gate {
     if (!leases.length && !effects.length) return;
     this.leases = [];
     this.effects = [];
+    const sentAt = (this.asyncSentAt = Date.now());
+    const settled = () => {
+      if (this.asyncSentAt === sentAt) this.asyncSentAt = 0;
+      if (this.leases.length || this.effects.length) this.scheduleAsync();
+    };
     const l = leases.map((x) => [this.keys.rate('ingest', x.clientId), x.clientId, String(x.limit), String(x.want)]);
     const call = (this.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>).tmIngestAsync!;
     const liveCutoff = String(Date.now() - LIVE_WINDOW_MS);
@@ -423,7 +439,7 @@ export class Gate {
           r = JSON.parse(String(reply)) as { l?: unknown; rev?: unknown };
         } catch (err) {
           for (const x of leases) x.reject(err);
-          return;
+          return settled();
         }
         // cjson encodes an empty array as {}.
         if (Array.isArray(r.rev)) {
@@ -438,10 +454,12 @@ export class Gate {
           if (!a) leases[n]!.reject(new Error('lease missing from the Redis answer'));
           else leases[n]!.resolve({ revoked: a[0] === -1, granted: Number(a[1]), count: Number(a[2]), ttlMs: Number(a[3]) });
         }
+        settled();
       },
       (err: unknown) => {
         this.opts.onAsyncError?.(err);
         for (const x of leases) x.reject(err);
+        settled();
       },
     );
   };
