@@ -59,15 +59,16 @@ function* requests(): Generator<ReadRequest> {
   }
 }
 
-/** Whether `entry` answers `r`, each clause of the rule written out. */
-function answers(entry: ReadSource, r: ReadRequest): boolean {
+/** Whether an entry answers `r`, each clause of the rule written out (what depends on `r` alone computed once). */
+function answersTo(r: ReadRequest): (entry: ReadSource) => boolean {
   const filters = [...r.filters, ...(r.profileId ? ['profile_id'] : [])];
+  const distinctFilters = new Set(filters).size;
   const breakdowns = r.breakdowns ?? [];
   const named = new Set([...filters, ...breakdowns]);
   const keyBytes = Buffer.byteLength(r.propertyKey ?? '', 'utf8');
-  return entry.side === r.side
+  return (entry) => entry.side === r.side
     && filters.every((n) => entry.filterKeys.has(n))
-    && new Set(filters).size <= (entry.maxFilterNames ?? Infinity)
+    && distinctFilters <= (entry.maxFilterNames ?? Infinity)
     && breakdowns.length <= entry.maxBreakdowns
     && breakdowns.every((n) => entry.groupKeys.has(n))
     && entry.named.every((n) => named.has(n))
@@ -88,16 +89,14 @@ describe('read planner: the rule', () => {
     let n = 0;
     for (const r of requests()) {
       const chosen = planRead(r);
-      const first = r.path === 'raw' ? undefined : READ_CATALOGUE.find((e) => answers(e, r));
-      assert.equal(chosen?.id, first?.id, JSON.stringify(r));
+      // The first entry that answers (so no earlier one does), or none: raw.
+      const first = r.path === 'raw' ? undefined : READ_CATALOGUE.find(answersTo(r));
+      // (Messages built only on a failure: 250,000 reads.)
+      if (chosen?.id !== first?.id) assert.fail(`${chosen?.id ?? 'raw'} chosen, ${first?.id ?? 'raw'} expected: ${JSON.stringify(r)}`);
       if (chosen) {
         // keys, measures, grain, needs of the chosen entry
-        assert.ok(r.filters.every((x) => chosen.filterKeys.has(x)) && (r.breakdowns ?? []).every((x) => chosen.groupKeys.has(x)));
-        assert.ok(chosen.measures.has(r.target) && r.wholeHours && chosen.side === r.side);
-        // no earlier entry answers it
-        for (const e of READ_CATALOGUE.slice(0, chosen.rank)) assert.ok(!answers(e, r), `${e.id} before ${chosen.id}: ${JSON.stringify(r)}`);
-      } else if (r.path !== 'raw') {
-        assert.ok(READ_CATALOGUE.every((e) => !answers(e, r)), JSON.stringify(r));
+        if (!(r.filters.every((x) => chosen.filterKeys.has(x)) && (r.breakdowns ?? []).every((x) => chosen.groupKeys.has(x)))) assert.fail(`keys: ${JSON.stringify(r)}`);
+        if (!(chosen.measures.has(r.target) && r.wholeHours && chosen.side === r.side)) assert.fail(`measures, grain or side: ${JSON.stringify(r)}`);
       }
       taken.set(chosen?.id ?? 'raw', (taken.get(chosen?.id ?? 'raw') ?? 0) + 1);
       n++;
