@@ -90,48 +90,6 @@ export function insightsRequest(
   };
 }
 
-/** The source of a filtered read over whole hours (the views below; null without filters). */
-function filteredSource(filters: readonly Filter[], target: PlanTarget): ReadSource | null {
-  return filters.length ? planRead(insightsRequest(filters, target, { wholeHours: true })) : null;
-}
-
-/** The dimension whose rollup the planner reads for `target` under `filters` (null without filters). */
-export function rollupDimensionFor(filters: readonly Filter[], target: PlanTarget): SessionDimension | null {
-  const source = filteredSource(filters, target);
-  return source?.family === 'session_dimension' ? source.dimension! : null;
-}
-
-/** Whether the planner reads a filtered breakdown from the session cube. */
-export function cubeFor(filters: readonly Filter[], target: PlanTarget): boolean {
-  return filteredSource(filters, target)?.family === 'session_cube';
-}
-
-/** The pair metrics (sql/018) the planner reads filtered metrics from, if their tables exist. */
-export function pairMetricsFor(filters: readonly Filter[], target: PlanTarget): CubePair | null {
-  return filteredSource(filters, target)?.family === 'session_pair_metrics'
-    ? cubePair(filters.map((f) => f.name as CubeDimension))
-    : null;
-}
-
-/** One (wide, cube) pair of sql/019, as its daily rows key it. */
-export interface DimensionPair {
-  /** `wide,cube`. */
-  key: string;
-  wide: WideDimension;
-  cube: CubeDimension;
-}
-
-/** The (wide, cube) pair of a planner entry of family session_dimension_pair. */
-export function dimensionPairOf(source: ReadSource): DimensionPair {
-  return { key: `${source.wide!},${source.cube!}`, wide: source.wide!, cube: source.cube! };
-}
-
-/** The (wide, cube) dimension pair the planner reads a filtered breakdown from. */
-export function dimensionPairFor(filters: readonly Filter[], target: PlanTarget): DimensionPair | null {
-  const source = filteredSource(filters, target);
-  return source?.family === 'session_dimension_pair' ? dimensionPairOf(source) : null;
-}
-
 /**
  * Rollups or raw rows for metrics, pages and breakdowns: planRead() (internal/query/planner.ts)
  * over the period's hours, answering as if the hll extension were installed (runInsightsQuery
