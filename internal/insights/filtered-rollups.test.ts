@@ -13,12 +13,12 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import type { SessionDimension } from '../model/event';
 import { SqlParams, splitFilters } from '../query/filters';
-import { parsePageParams, parsePeriodParams, type Filter, type PageParams } from '../query/params';
+import { parsePageParams, parsePeriodParams, type Filter } from '../query/params';
 import { resolvePeriod } from '../query/period';
 import { refreshRollups } from '../store/rollups';
-import { planRead, readSource } from '../query/planner';
+import { CUBE_DIMENSIONS, cubePair, planRead, readSource, type CubeDimension } from '../query/planner';
 import {
-  CUBE_DIMENSIONS, cubePair, HLL_ERROR_BOUND, HLL_PARAMS, insightsRequest, planFor, rollupMetricsSql, type CubeDimension, type PlanTarget,
+  HLL_ERROR_BOUND, HLL_PARAMS, insightsRequest, planFor, rollupMetricsSql, type PlanTarget,
 } from './rollups';
 import { getBreakdown, getMetrics, type InsightsOptions } from './service';
 import { allRows, dropSqlDb, searchParams } from '../../test/support/sql-db';

@@ -47,12 +47,7 @@ import { compileAll, type IndexedFilter, type SqlParams } from '../query/filters
 import type { Filter } from '../query/params';
 import { layerCtes, perRow, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
 import type { Period } from '../query/period';
-import {
-  CUBE_DIMENSIONS, cubePair, planRead, readSource, WIDE_DIMENSIONS,
-  type CubeDimension, type CubePair, type ReadRequest, type ReadSource, type WideDimension,
-} from '../query/planner';
-
-export { CUBE_DIMENSIONS, cubePair, WIDE_DIMENSIONS, type CubeDimension, type CubePair, type WideDimension };
+import { cubePair, planRead, readSource, type CubeDimension, type CubePair, type ReadRequest, type ReadSource } from '../query/planner';
 
 /** What a caller may ask for: 'auto' lets the planner choose; 'raw' forces the raw tables. */
 export type InsightsPath = 'auto' | 'raw';

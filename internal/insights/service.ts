@@ -55,8 +55,6 @@ export function isBreakdownDimension(name: string): name is BreakdownDimension {
   return (BREAKDOWN_DIMENSIONS as readonly string[]).includes(name);
 }
 
-export { HLL_ERROR_BOUND, planFor, type InsightsPath, type PlanTarget, type ReadPlan } from './rollups';
-
 export interface InsightsOptions {
   /** Statement timeout of every query, ms (default 5000). */
   statementTimeoutMs?: number;
@@ -451,19 +449,4 @@ async function runInsightsQuery<T>(
       throw err;
     }
   });
-}
-
-/** The insights functions bound to one pool and options, for the HTTP layer to hold. */
-export interface Insights {
-  metrics(projectId: string, params: PeriodParams, now?: Date): Promise<MetricsResponse>;
-  pages(projectId: string, params: PageParams, now?: Date): Promise<PageRow[]>;
-  breakdown(projectId: string, dimension: BreakdownDimension, params: PageParams, now?: Date): Promise<BreakdownRow[]>;
-}
-
-export function createInsights(pool: ConnectionSource, options: InsightsOptions = {}): Insights {
-  return {
-    metrics: (projectId, params, now = new Date()) => getMetrics(pool, projectId, params, now, options),
-    pages: (projectId, params, now = new Date()) => getPages(pool, projectId, params, now, options),
-    breakdown: (projectId, dimension, params, now = new Date()) => getBreakdown(pool, projectId, dimension, params, now, options),
-  };
 }
