@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { SESSION_DIMENSIONS } from '../model/event';
-import { parsePageParams, parsePeriodParams, type Filter, type PageParams } from '../query/params';
+import { parsePageParams, parsePeriodParams, type Filter } from '../query/params';
 import { resolvePeriod } from '../query/period';
 import { DEFAULT_EXACT_VISITORS_MAX, exactVisitorsMaxFrom, loadConfig } from '../config/config';
 import { refreshRollups } from '../store/rollups';

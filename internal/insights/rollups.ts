@@ -45,14 +45,9 @@
 import { DIMENSION_PREFIX, type SessionDimension } from '../model/event';
 import { compileAll, type IndexedFilter, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import { layerCtes, perRow, rawPerHour, unloggedRows, type Layers } from '../query/layered';
+import { layerCtes, perRow, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
 import type { Period } from '../query/period';
-import {
-  CUBE_DIMENSIONS, cubePair, planRead, WIDE_DIMENSIONS,
-  type CubeDimension, type CubePair, type ReadRequest, type ReadSource, type WideDimension,
-} from '../query/planner';
-
-export { CUBE_DIMENSIONS, cubePair, WIDE_DIMENSIONS, type CubeDimension, type CubePair, type WideDimension };
+import { cubePair, planRead, readSource, type CubeDimension, type CubePair, type ReadRequest, type ReadSource } from '../query/planner';
 
 /** What a caller may ask for: 'auto' lets the planner choose; 'raw' forces the raw tables. */
 export type InsightsPath = 'auto' | 'raw';
@@ -90,48 +85,6 @@ export function insightsRequest(
   };
 }
 
-/** The source of a filtered read over whole hours (the views below; null without filters). */
-function filteredSource(filters: readonly Filter[], target: PlanTarget): ReadSource | null {
-  return filters.length ? planRead(insightsRequest(filters, target, { wholeHours: true })) : null;
-}
-
-/** The dimension whose rollup the planner reads for `target` under `filters` (null without filters). */
-export function rollupDimensionFor(filters: readonly Filter[], target: PlanTarget): SessionDimension | null {
-  const source = filteredSource(filters, target);
-  return source?.family === 'session_dimension' ? source.dimension! : null;
-}
-
-/** Whether the planner reads a filtered breakdown from the session cube. */
-export function cubeFor(filters: readonly Filter[], target: PlanTarget): boolean {
-  return filteredSource(filters, target)?.family === 'session_cube';
-}
-
-/** The pair metrics (sql/018) the planner reads filtered metrics from, if their tables exist. */
-export function pairMetricsFor(filters: readonly Filter[], target: PlanTarget): CubePair | null {
-  return filteredSource(filters, target)?.family === 'session_pair_metrics'
-    ? cubePair(filters.map((f) => f.name as CubeDimension))
-    : null;
-}
-
-/** One (wide, cube) pair of sql/019, as its daily rows key it. */
-export interface DimensionPair {
-  /** `wide,cube`. */
-  key: string;
-  wide: WideDimension;
-  cube: CubeDimension;
-}
-
-/** The (wide, cube) pair of a planner entry of family session_dimension_pair. */
-export function dimensionPairOf(source: ReadSource): DimensionPair {
-  return { key: `${source.wide!},${source.cube!}`, wide: source.wide!, cube: source.cube! };
-}
-
-/** The (wide, cube) dimension pair the planner reads a filtered breakdown from. */
-export function dimensionPairFor(filters: readonly Filter[], target: PlanTarget): DimensionPair | null {
-  const source = filteredSource(filters, target);
-  return source?.family === 'session_dimension_pair' ? dimensionPairOf(source) : null;
-}
-
 /**
  * Rollups or raw rows for metrics, pages and breakdowns: planRead() (internal/query/planner.ts)
  * over the period's hours, answering as if the hll extension were installed (runInsightsQuery
@@ -144,21 +97,6 @@ export function planFor(
   target: PlanTarget = 'metrics',
 ): ReadPlan {
   return planRead(insightsRequest(filters, target, { path, wholeHours: wholeHoursOf(period) })) ? 'rollup' : 'raw';
-}
-
-/**
- * Filters applied on a dimension's rollup (the planner's session_dimension entry): compiled by
- * internal/query/filters.ts over the rollup rows seen with the dimensions' column names.
- */
-export interface RollupFilter {
-  dimension: SessionDimension;
-  filters: readonly IndexedFilter[];
-}
-
-/** Filters on two cube dimensions applied on their daily pair metrics (the planner's session_pair_metrics entry). */
-export interface PairFilter {
-  pair: CubePair;
-  filters: readonly IndexedFilter[];
 }
 
 /**
@@ -226,12 +164,12 @@ function rolledUp(relation: string, b: Bound): string {
   return unloggedRows(layersOf(b), relation);
 }
 
-/** The raw tail's sums (alias `s`), in the rollups' measure order: sessions, bounces, timed_sessions, duration_ms, screen_views. */
-const RAW_MEASURES = `count(*),
-               count(*) FILTER (WHERE s.is_bounce),
-               count(*) FILTER (WHERE s.duration_ms > 0),
-               coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0),
-               coalesce(sum(s.screen_view_count), 0)`;
+/** The sums of sessions rows (alias `s`), named and in the rollups' measure order: sessions, bounces, timed_sessions, duration_ms, screen_views. */
+export const RAW_MEASURES = `count(*) AS sessions,
+               count(*) FILTER (WHERE s.is_bounce) AS bounces,
+               count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
+               coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
+               coalesce(sum(s.screen_view_count), 0) AS screen_views`;
 
 /** HyperLogLog parameters of every sketch (sql/008_rollup_visitors.sql): log2m, regwidth, expthresh, sparseon. */
 export const HLL_PARAMS = '14, 5, -1, 1';
@@ -256,24 +194,29 @@ export interface VisitorCounting {
  * Metrics over the rollups: one row per series bucket (1-based width_bucket index) plus the
  * totals row (bucket NULL), with the columns of the raw query (sessions, bounces,
  * timed_sessions, duration_ms, screen_views, visitors) and `exact` (visitors counted exactly).
- * With `filter`: the sessions meeting filters on one dimension, from that dimension's rollup
- * (and, for visitors, rollup_visitor_values_hourly when `counting.sketches` says it exists).
+ * From the source the planner chose: the unfiltered rollups (family sessions); the sessions
+ * meeting filters on one dimension, from that dimension's rollup (session_dimension: for
+ * visitors, rollup_visitor_values_hourly when `counting.sketches` says it exists); or filters on
+ * two cube dimensions, from their daily pair metrics (session_pair_metrics, sql/018).
  */
 export function rollupMetricsSql(
   scope: RollupScope,
   buckets: readonly Date[],
   params: SqlParams,
   counting: VisitorCounting = { exactMax: Infinity, sketches: false },
-  filter?: RollupFilter | PairFilter,
+  source: ReadSource = readSource('sessions'),
+  filters: readonly IndexedFilter[] = [],
 ): string {
+  if (!['sessions', 'session_dimension', 'session_pair_metrics'].includes(source.family)) throw new Error(`no metrics over ${source.id}`);
   const b = bind(scope, params);
-  const pair = filter && 'pair' in filter ? filter : undefined;
-  const dimension = filter && 'dimension' in filter ? filter : undefined;
+  const filter = source.family !== 'sessions';
+  const pair = source.family === 'session_pair_metrics' ? cubePair(filters.map((x) => x.filter.name as CubeDimension))! : undefined;
+  const dimension = source.dimension;
   const starts = `${params.add(buckets.map((x) => x.toISOString()))}::timestamptz[]`;
   const sketches = counting.sketches && Number.isFinite(counting.exactMax);
   // The filters (if any), once per place they apply: rollup rows, raw tail, exact count, sketches.
-  const where = (alias: string) => (filter ? compileAll(filter.filters, alias, params) : 'true');
-  const source = dimension ? named(rollupRelation(dimension.dimension), dimension.dimension) : 'rollup_sessions_hourly';
+  const where = (alias: string) => compileAll(filters, alias, params);
+  const relation = dimension ? named(rollupRelation(dimension), dimension) : 'rollup_sessions_hourly';
   // The period's session count (every session, filtered or not: what an exact count scans)
   // decides; its sum comes from the rollups (unfiltered: the same sums), so deciding costs
   // next to nothing.
@@ -349,11 +292,11 @@ export function rollupMetricsSql(
       ),`;
   // Filtered: the sketches of the rollup rows meeting the filters, hour by hour (sql/010).
   // (built only when used: every params.add() must be referenced by the statement)
-  const filteredSketches = (filter: RollupFilter) => `
+  const filteredSketches = (dimension: SessionDimension) => `
       sketches AS (
         SELECT width_bucket(r.bucket, ${starts}) AS bucket, r.visitors AS sketch
-        FROM ${named('rollup_visitor_values_hourly', filter.dimension)} r
-        WHERE r.project_id = ${b.project} AND r.dimension = ${params.add(filter.dimension)}
+        FROM ${named('rollup_visitor_values_hourly', dimension)} r
+        WHERE r.project_id = ${b.project} AND r.dimension = ${params.add(dimension)}
           AND r.bucket >= ${b.start} AND r.bucket < ${b.end}
           AND r.bucket NOT IN (SELECT inv.bucket FROM inv)
           AND ${where('r')}
@@ -397,7 +340,7 @@ export function rollupMetricsSql(
   const rollupParts = () => `
       parts AS (
         SELECT r.bucket AS hour, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views
-        FROM ${rolledUp(source, b)}
+        FROM ${rolledUp(relation, b)}
           AND ${where('r')}
         UNION ALL
         SELECT inv.bucket, ${RAW_MEASURES}
@@ -409,19 +352,15 @@ export function rollupMetricsSql(
   // with no hour logged read their pair rows (a and b renamed to the dimensions, so the
   // filters read them by name); every other hour of the period reads its raw sessions, by an
   // index range per hour, with their visitors hashed only when sketches are used.
-  const pairParts = (f: PairFilter) => `
+  const pairParts = (pair: CubePair) => `
       day_rows AS MATERIALIZED (
         SELECT days.lo AS hour, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views, r.visitors
-        FROM ${perRow('days', `SELECT x.*, x.a AS ${f.pair.a}, x.b AS ${f.pair.b} FROM rollup_session_pair_metrics_daily x
-          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(f.pair.key)} AND x.bucket = days.lo`, 'r')}
+        FROM ${perRow('days', `SELECT x.*, x.a AS ${pair.a}, x.b AS ${pair.b} FROM rollup_session_pair_metrics_daily x
+          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(pair.key)} AND x.bucket = days.lo`, 'r')}
         WHERE ${where('r')}
       ),
       raw_hours AS MATERIALIZED (
-        SELECT hrs.h AS hour, count(*) AS sessions,
-               count(*) FILTER (WHERE s.is_bounce) AS bounces,
-               count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
-               coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
-               coalesce(sum(s.screen_view_count), 0) AS screen_views,
+        SELECT hrs.h AS hour, ${RAW_MEASURES},
                ${sketches ? `hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS}) FILTER (WHERE NOT ${exact})` : 'NULL'} AS visitors
         FROM ${tailSessions(b, 'hrs')}
         WHERE ${where('s')}
@@ -562,37 +501,97 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
 }
 
 /**
- * A breakdown over the rollups: columns name, [prefix,] sessions, bounces, timed_sessions,
- * duration_ms, screen_views; sorted and paged as the raw query. `filters` (on the dimension or its parent
- * only: the planner's session_dimension entry) apply to the rollup rows and to the raw tail alike.
+ * A breakdown over the source the planner chose, or over the raw sessions of `rawSessions`:
+ * columns name, [prefix,] sessions, bounces, timed_sessions, duration_ms, screen_views; sorted
+ * and paged as the raw query. Each family contributes its layers and the rows of its rollup
+ * tables; the raw sessions of the hours no rollup answers for, the grouping, ordering and paging
+ * are shared. The filters apply to every layer
+ * (the rows are seen with the dimensions' column names, so the filters read them by name):
+ * - session_dimension: the dimension's hourly rollup (value = the dimension, prefix = its
+ *   parent) of the hours not in the log; the log's hours raw;
+ * - session_cube (sql/012, screen_views from sql/023): the period's local days complete in
+ *   rollup_session_cube_days with no logged hour read their daily rows (when the breakdown and
+ *   filters name two dimensions, one pair's rows of sql/016); its other hours not in the log
+ *   their hourly rows; the log's hours raw;
+ * - session_dimension_pair (sql/019, screen_views from sql/023): the local days complete in
+ *   rollup_session_dim_pairs_days with no logged hour read the pair's rows of the day (a,
+ *   a_prefix and b renamed to the dimensions); every other hour raw, by an index range per hour.
  */
-export function rollupBreakdownSql(
+export function breakdownSql(
   scope: RollupScope,
   dimension: SessionDimension,
+  source: ReadSource | { rawSessions: string },
   params: SqlParams,
   limit: number,
   offset: number,
-  filters: readonly IndexedFilter[] = [],
+  filters: readonly IndexedFilter[],
 ): string {
-  const b = bind(scope, params);
-  const relation = filters.length ? named(rollupRelation(dimension), dimension) : rollupRelation(dimension);
-  // Identifiers: the dimension and its parent come from SESSION_DIMENSIONS / DIMENSION_PREFIX.
+  // Identifiers: the dimensions come from SESSION_DIMENSIONS / CUBE_DIMENSIONS / DIMENSION_PREFIX.
   const parent = DIMENSION_PREFIX[dimension];
-  const rollupKeys = parent ? 'r.value AS name, r.prefix AS prefix' : 'r.value AS name';
-  const rawKeys = breakdownKeys(dimension, 's');
-  return `
-      WITH ${layerCtes(layersOf(b))},
-      parts AS (
-        SELECT ${rollupKeys}, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views
-        FROM ${rolledUp(relation, b)}
-          AND ${compileAll(filters, 'r', params)}
-        UNION ALL
-        SELECT ${rawKeys}, ${RAW_MEASURES}
-        FROM ${tailSessions(b)}
-        WHERE ${compileAll(filters, 's', params)}
-        GROUP BY ${rawKeys}
+  const keys = (alias: string) => `${alias}.${dimension} AS name${parent ? `, ${alias}.${parent} AS prefix` : ''}`;
+  const rows = (layers: Layers | null, parts: readonly string[]) => `
+      WITH ${layers ? `${layerCtes(layers)},
+      ` : ''}parts AS (
+        ${unionAll(parts)}
       )
       ${breakdownRowsSql(dimension, params, limit, offset)}`;
+  // Path 'raw' or no rollup answers: the filtered sessions (event filters included), no layers.
+  if ('rawSessions' in source) {
+    return rows(null, [`SELECT ${keys('s')}, ${RAW_MEASURES}
+        FROM (${source.rawSessions}) s
+        GROUP BY ${breakdownKeys(dimension, 's')}`]);
+  }
+  const b = bind(scope, params);
+  const where = (alias: string) => compileAll(filters, alias, params);
+  const measures = 'r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views';
+  const raw = (from: string) => `SELECT ${keys('s')}, ${RAW_MEASURES}
+        FROM ${from}
+        WHERE ${where('s')}
+        GROUP BY ${breakdownKeys(dimension, 's')}`;
+  if (source.family === 'session_dimension') {
+    return rows(layersOf(b), [
+      `SELECT r.value AS name${parent ? ', r.prefix AS prefix' : ''}, ${measures}
+        FROM ${rolledUp(filters.length ? named(rollupRelation(dimension), dimension) : rollupRelation(dimension), b)}
+          AND ${where('r')}`,
+      raw(tailSessions(b)),
+    ]);
+  }
+  if (source.family === 'session_cube') {
+    // Two dimensions named (the breakdown and one filtered): the days' pair rows (sql/016), their
+    // a and b renamed to the dimensions; else the days' combination rows.
+    const pair = cubePair([dimension as CubeDimension, ...filters.map((x) => x.filter.name as CubeDimension)]);
+    const daily = pair
+      ? `(SELECT x.project_id, x.bucket, x.a AS ${pair.a}, x.b AS ${pair.b}, x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views
+          FROM rollup_session_cube_pairs_daily x WHERE x.pair = ${params.add(pair.key)})`
+      : 'rollup_session_cube_daily';
+    return rows(layersOf(b, { days: { table: 'rollup_session_cube_days' }, hours: { series: true } }), [
+      `SELECT ${keys('r')}, ${measures}
+        FROM ${daily} r
+        WHERE r.project_id = ${b.project} AND r.bucket = ANY ((SELECT array_agg(days.lo) FROM days)::timestamptz[])
+          AND ${where('r')}`,
+      `SELECT ${keys('r')}, ${measures}
+        -- (an index probe per hour; joined flat, the planner scanned every hourly row and
+        -- tested each against the days: 0.6 s at 10M events)
+        FROM ${perRow('hrs', `SELECT * FROM rollup_session_cube_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
+        WHERE ${where('r')}`,
+      raw(tailSessions(b)),
+    ]);
+  }
+  if (source.family === 'session_dimension_pair') {
+    const { wide, cube } = source as Required<Pick<ReadSource, 'wide' | 'cube'>>;
+    const wideParent = DIMENSION_PREFIX[wide];
+    const columns = [`x.a AS ${wide}`, `x.b AS ${cube}`];
+    if (wideParent && wideParent !== cube) columns.push(`x.a_prefix AS ${wideParent}`);
+    return rows(daysAndRawHours('rollup_session_dim_pairs_days', b), [
+      `SELECT ${keys('r')}, ${measures}
+        FROM ${perRow('days', `SELECT x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views, ${columns.join(', ')}
+          FROM rollup_session_dim_pairs_daily x
+          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(`${wide},${cube}`)} AND x.bucket = days.lo`, 'r')}
+        WHERE ${where('r')}`,
+      raw(tailSessions(b, 'hrs')),
+    ]);
+  }
+  throw new Error(`no breakdown over ${source.id}`);
 }
 
 /**
@@ -611,7 +610,9 @@ function breakdownKeys(dimension: SessionDimension, alias: string): string {
  */
 function breakdownRowsSql(dimension: SessionDimension, params: SqlParams, limit: number, offset: number): string {
   const parent = DIMENSION_PREFIX[dimension];
-  // The '' row of a prefixed breakdown is one row whatever its parents (service.ts prefixKey).
+  // The sessions without a value for the dimension (name '') are ONE row whatever their parents
+  // (semantics.md), shown with the parent they all share (e.g. 'Linux' when every
+  // os_version-less session runs Linux), else ''.
   const prefixKey = `CASE WHEN parts.name = '' THEN '' ELSE parts.prefix END`;
   const keys = parent ? `parts.name, ${prefixKey}` : 'parts.name';
   const shownPrefix = `CASE WHEN min(parts.prefix) = max(parts.prefix) THEN min(parts.prefix) ELSE '' END`;
@@ -625,98 +626,4 @@ function breakdownRowsSql(dimension: SessionDimension, params: SqlParams, limit:
       GROUP BY ${keys}
       ORDER BY sum(parts.sessions) DESC, ${order}
       LIMIT ${params.add(limit)} OFFSET ${params.add(offset)}`;
-}
-
-/**
- * A breakdown naming one (wide, cube) dimension pair (the planner's session_dimension_pair entry) over its daily rows
- * (sql/019_session_dimension_pairs.sql, screen_views from sql/023): columns name, [prefix,] sessions, bounces,
- * timed_sessions, duration_ms, screen_views; sorted and paged as the raw query. The period's local days that
- * are complete in rollup_session_dim_pairs_days and have no logged hour read the pair's rows
- * of the day (a, a_prefix and b renamed to the dimensions, so the filters read them by name);
- * every other hour of the period reads its raw sessions, by an index range per hour.
- */
-export function dimensionPairBreakdownSql(
-  scope: RollupScope,
-  dimension: SessionDimension,
-  pair: DimensionPair,
-  params: SqlParams,
-  limit: number,
-  offset: number,
-  filters: readonly IndexedFilter[],
-): string {
-  const b = bind(scope, params);
-  const parent = DIMENSION_PREFIX[pair.wide];
-  // Identifiers: the pair's dimensions come from WIDE_DIMENSIONS / CUBE_DIMENSIONS / DIMENSION_PREFIX.
-  const columns = [`x.a AS ${pair.wide}`, `x.b AS ${pair.cube}`];
-  if (parent && parent !== pair.cube) columns.push(`x.a_prefix AS ${parent}`);
-  const shownParent = DIMENSION_PREFIX[dimension];
-  const keys = (alias: string) => shownParent
-    ? `${alias}.${dimension} AS name, ${alias}.${shownParent} AS prefix`
-    : `${alias}.${dimension} AS name`;
-  const where = (alias: string) => compileAll(filters, alias, params);
-  return `
-      WITH ${layerCtes(daysAndRawHours('rollup_session_dim_pairs_days', b))},
-      parts AS (
-        SELECT ${keys('r')}, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views
-        FROM ${perRow('days', `SELECT x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views, ${columns.join(', ')}
-          FROM rollup_session_dim_pairs_daily x
-          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(pair.key)} AND x.bucket = days.lo`, 'r')}
-        WHERE ${where('r')}
-        UNION ALL
-        SELECT ${keys('s')}, ${RAW_MEASURES}
-        FROM ${tailSessions(b, 'hrs')}
-        WHERE ${where('s')}
-        GROUP BY ${breakdownKeys(dimension, 's')}
-      )
-      ${breakdownRowsSql(dimension, params, limit, offset)}`;
-}
-
-/**
- * A breakdown of a cube dimension filtered on other cube dimensions (the planner's session_cube entry), over the session
- * cube (sql/012_rollup_session_cube.sql, screen_views from sql/023): columns name, sessions, bounces, timed_sessions,
- * duration_ms, screen_views; sorted and paged as the raw query. The period's local days that are complete in
- * rollup_session_cube_days and have no logged hour read their daily rows (when the breakdown
- * and filters name two dimensions, one pair's rows of sql/016_session_cube_pairs.sql); its
- * other hours not in the log read their hourly rows; the log's hours read raw sessions. The
- * filters apply to all alike (the cube's columns carry the dimensions' names).
- */
-export function cubeBreakdownSql(
-  scope: RollupScope,
-  dimension: (typeof CUBE_DIMENSIONS)[number],
-  params: SqlParams,
-  limit: number,
-  offset: number,
-  filters: readonly IndexedFilter[],
-): string {
-  const b = bind(scope, params);
-  const measures = 'r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views';
-  // Two dimensions named (the breakdown and one filtered): the days' pair rows (sql/016), their
-  // a and b renamed to the dimensions, so the filters read them by name; else the days'
-  // combination rows.
-  const pair = cubePair([dimension, ...filters.map((x) => x.filter.name as CubeDimension)]);
-  const daily = pair
-    ? `(SELECT x.project_id, x.bucket, x.a AS ${pair.a}, x.b AS ${pair.b}, x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views
-          FROM rollup_session_cube_pairs_daily x WHERE x.pair = ${params.add(pair.key)})`
-    : 'rollup_session_cube_daily';
-  // Identifiers: the dimension (and pair) come from CUBE_DIMENSIONS only.
-  return `
-      WITH ${layerCtes(layersOf(b, { days: { table: 'rollup_session_cube_days' }, hours: { series: true } }))},
-      parts AS (
-        SELECT r.${dimension} AS name, ${measures}
-        FROM ${daily} r
-        WHERE r.project_id = ${b.project} AND r.bucket = ANY ((SELECT array_agg(days.lo) FROM days)::timestamptz[])
-          AND ${compileAll(filters, 'r', params)}
-        UNION ALL
-        SELECT r.${dimension}, ${measures}
-        -- (an index probe per hour; joined flat, the planner scanned every hourly row and
-        -- tested each against the days: 0.6 s at 10M events)
-        FROM ${perRow('hrs', `SELECT * FROM rollup_session_cube_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
-        WHERE ${compileAll(filters, 'r', params)}
-        UNION ALL
-        SELECT s.${dimension}, ${RAW_MEASURES}
-        FROM ${tailSessions(b)}
-        WHERE ${compileAll(filters, 's', params)}
-        GROUP BY s.${dimension}
-      )
-      ${breakdownRowsSql(dimension, params, limit, offset)}`;
 }

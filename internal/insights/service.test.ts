@@ -10,7 +10,7 @@ import { BadRequestError, NotFoundError } from '../http/errors';
 import { SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
 import { withTimeout } from '../query/db';
 import { QueryTimeoutError } from '../query/errors';
-import { parsePageParams, parsePeriodParams, type Filter, type PageParams } from '../query/params';
+import { parsePageParams, parsePeriodParams, type Filter } from '../query/params';
 import { refreshRollups } from '../store/rollups';
 import { mulberry32 } from '../../test/support/random';
 import { allRows, dropSqlDb, searchParams } from '../../test/support/sql-db';

@@ -36,18 +36,13 @@ import { checkRegexes, projectTimezone } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
 import { exactVisitorsMaxFrom } from '../config/config';
 import {
-  rollupBreakdownSql,
-  cubeBreakdownSql,
-  CUBE_DIMENSIONS,
-  cubePair,
-  type CubeDimension,
+  breakdownSql,
   insightsRequest,
   rollupMetricsSql,
   rollupPagesSql,
+  RAW_MEASURES,
   type InsightsPath,
   type PlanTarget,
-  dimensionPairBreakdownSql,
-  dimensionPairOf,
   wholeHoursOf,
 } from './rollups';
 import { planRead, type ReadSource } from '../query/planner';
@@ -59,8 +54,6 @@ export type BreakdownDimension = SessionDimension;
 export function isBreakdownDimension(name: string): name is BreakdownDimension {
   return (BREAKDOWN_DIMENSIONS as readonly string[]).includes(name);
 }
-
-export { HLL_ERROR_BOUND, planFor, type InsightsPath, type PlanTarget, type ReadPlan } from './rollups';
 
 export interface InsightsOptions {
   /** Statement timeout of every query, ms (default 5000). */
@@ -150,18 +143,13 @@ export async function getMetrics(
     const p = new SqlParams();
     const exactMax = options.exactVisitorsMax ?? defaultExactVisitorsMax();
     const { source } = ctx;
-    // A dimension's rollup applies the filters with per-value sketches (sql/010); the pair
+    // A dimension's rollup counts filtered visitors with per-value sketches (sql/010); the pair
     // metrics with theirs (sql/018); the unfiltered rollups with the hourly ones (sql/008).
-    const filter = source?.family === 'session_dimension'
-      ? { dimension: source.dimension!, filters: ctx.filters.session }
-      : source?.family === 'session_pair_metrics'
-        ? { pair: cubePair(ctx.filters.session.map((x) => x.filter.name as CubeDimension))!, filters: ctx.filters.session }
-        : undefined;
     const sql = source
       ? rollupMetricsSql(
         scopeOf(ctx), ctx.period.buckets, p,
         { exactMax, sketches: source.family === 'session_dimension' ? ctx.valueSketches : ctx.sketches },
-        filter,
+        source, ctx.filters.session,
       )
       : rawMetricsSql(ctx, p);
     const { rows } = await ctx.db.query<MetricsRow>(sql, p.values);
@@ -188,11 +176,7 @@ function rawMetricsSql(ctx: QueryContext, p: SqlParams): string {
   return `
     WITH s AS (${sessionsSql})
     SELECT width_bucket(s.started_at, ${buckets}::timestamptz[]) AS bucket,
-           count(*) AS sessions,
-           count(*) FILTER (WHERE s.is_bounce) AS bounces,
-           count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
-           coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
-           coalesce(sum(s.screen_view_count), 0) AS screen_views,
+           ${RAW_MEASURES},
            count(DISTINCT s.profile_id) AS visitors
     FROM s
     GROUP BY GROUPING SETS ((width_bucket(s.started_at, ${buckets}::timestamptz[])), ())`;
@@ -375,14 +359,8 @@ export async function getBreakdown(
   const parent = DIMENSION_PREFIX[dimension];
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
     const p = new SqlParams();
-    const family = ctx.source?.family;
-    const sql = !ctx.source
-      ? rawBreakdownSql(ctx, dimension, p)
-      : family === 'session_cube' && isCubeDimension(dimension)
-        ? cubeBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.filters.session)
-        : family === 'session_dimension_pair'
-          ? dimensionPairBreakdownSql(scopeOf(ctx), dimension, dimensionPairOf(ctx.source), p, ctx.limit, ctx.offset, ctx.filters.session)
-          : rollupBreakdownSql(scopeOf(ctx), dimension, p, ctx.limit, ctx.offset, ctx.filters.session);
+    const source = ctx.source ?? { rawSessions: scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: true }) };
+    const sql = breakdownSql(scopeOf(ctx), dimension, source, p, ctx.limit, ctx.offset, ctx.filters.session);
     const { rows } = await ctx.db.query<BreakdownSqlRow>(sql, p.values);
     return rows.map((row): BreakdownRow => {
       const sessions = toNumber(row.sessions);
@@ -396,50 +374,6 @@ export async function getBreakdown(
       };
     });
   }, pageOf(params), dimension);
-}
-
-const isCubeDimension = (d: string): d is (typeof CUBE_DIMENSIONS)[number] => (CUBE_DIMENSIONS as readonly string[]).includes(d);
-
-/**
- * The grouping key of a prefixed breakdown's prefix: the parent's value, except for the
- * sessions without a value for the dimension (name ''), which are one row whatever their
- * parents (semantics.md: "sessions with no value for the dimension are one row").
- */
-export function prefixKey(name: string, parent: string): string {
-  return `CASE WHEN ${name} = '' THEN '' ELSE ${parent} END`;
-}
-
-/**
- * The prefix shown on a row grouped by prefixKey(): its parent's value; on the '' row, the
- * parent they all share (e.g. 'Linux' when every os_version-less session runs Linux), else ''.
- * An aggregate over `parent` (identifiers from DIMENSION_PREFIX only).
- */
-export function emptyPrefix(parent: string): string {
-  return `CASE WHEN min(${parent}) = max(${parent}) THEN min(${parent}) ELSE '' END`;
-}
-
-/** A breakdown from the raw sessions (filters other than on the dimension and its parent; path 'raw'). */
-function rawBreakdownSql(ctx: QueryContext & Page, dimension: BreakdownDimension, p: SqlParams): string {
-  const parent = DIMENSION_PREFIX[dimension];
-  const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: true });
-  // Identifiers come from SESSION_DIMENSIONS / DIMENSION_PREFIX only.
-  // With a parent, the sessions without a value are ONE row (semantics.md), whatever their
-  // parents: grouped by (name, prefixKey(name, parent)), shown with emptyPrefix().
-  const prefixSelect = parent ? `, ${emptyPrefix(`s.${parent}`)} AS prefix` : '';
-  const prefixGroup = parent ? `, ${prefixKey(`s.${dimension}`, `s.${parent}`)}` : '';
-  const prefixOrder = parent ? `, ${emptyPrefix(`s.${parent}`)} COLLATE "C"` : '';
-  return `
-    WITH s AS (${sessionsSql})
-    SELECT s.${dimension} AS name${prefixSelect},
-           count(*) AS sessions,
-           count(*) FILTER (WHERE s.is_bounce) AS bounces,
-           count(*) FILTER (WHERE s.duration_ms > 0) AS timed_sessions,
-           coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
-           coalesce(sum(s.screen_view_count), 0) AS screen_views
-    FROM s
-    GROUP BY s.${dimension}${prefixGroup}
-    ORDER BY sessions DESC, s.${dimension} COLLATE "C"${prefixOrder}
-    LIMIT ${p.add(ctx.limit)} OFFSET ${p.add(ctx.offset)}`;
 }
 
 interface BreakdownSqlRow {
@@ -515,19 +449,4 @@ async function runInsightsQuery<T>(
       throw err;
     }
   });
-}
-
-/** The insights functions bound to one pool and options, for the HTTP layer to hold. */
-export interface Insights {
-  metrics(projectId: string, params: PeriodParams, now?: Date): Promise<MetricsResponse>;
-  pages(projectId: string, params: PageParams, now?: Date): Promise<PageRow[]>;
-  breakdown(projectId: string, dimension: BreakdownDimension, params: PageParams, now?: Date): Promise<BreakdownRow[]>;
-}
-
-export function createInsights(pool: ConnectionSource, options: InsightsOptions = {}): Insights {
-  return {
-    metrics: (projectId, params, now = new Date()) => getMetrics(pool, projectId, params, now, options),
-    pages: (projectId, params, now = new Date()) => getPages(pool, projectId, params, now, options),
-    breakdown: (projectId, dimension, params, now = new Date()) => getBreakdown(pool, projectId, dimension, params, now, options),
-  };
 }
