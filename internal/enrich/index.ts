@@ -23,8 +23,13 @@ export interface EnricherOptions {
   uaCacheSize?: number;
   /** IP lookups kept in an LRU; default 10 000. */
   geoCacheSize?: number;
-  /** Called after every step with its wall time in milliseconds. */
+  /**
+   * Called after every step of one event in `stepSampleEvery` (default 16) with its wall time
+   * in milliseconds: timing and observing every step of every event cost ~6 us per event,
+   * ~5% of the worker thread in a profile at 5,000 events/s.
+   */
   onStep?: (step: string, ms: number) => void;
+  stepSampleEvery?: number;
   /** Called once per dropped event with the reason. */
   onDrop?: (reason: DropReason) => void;
 }
@@ -54,14 +59,17 @@ export async function createEnricher(opts: EnricherOptions = {}): Promise<Enrich
     createPutBot({ cacheSize: opts.uaCacheSize }), // isBot, botReason (flagged, not dropped)
     createPutGeo(geo), // country, region, city, latitude, longitude
   ];
-  const hooks = { onStep: opts.onStep, onDrop: opts.onDrop };
+  const timed = { onStep: opts.onStep, onDrop: opts.onDrop };
+  const untimed = { onDrop: opts.onDrop };
+  const every = Math.max(1, opts.stepSampleEvery ?? 16);
+  let n = 0;
   let closed = false;
   return {
     steps: Object.freeze(ENRICH_STEPS.map((s) => s.name)),
     geoSource: geo.source,
     enrich(event) {
       if (closed) throw new Error('enricher is closed');
-      return runSteps(ENRICH_STEPS, event, hooks);
+      return runSteps(ENRICH_STEPS, event, n++ % every === 0 ? timed : untimed);
     },
     close() {
       closed = true;

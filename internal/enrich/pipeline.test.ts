@@ -28,7 +28,7 @@ const stepCalls: [string, number][] = [];
 const drops: DropReason[] = [];
 let enricher: Enricher;
 before(async () => {
-  enricher = await createEnricher({ onStep: (s, ms) => stepCalls.push([s, ms]), onDrop: (r) => drops.push(r) });
+  enricher = await createEnricher({ onStep: (s, ms) => stepCalls.push([s, ms]), onDrop: (r) => drops.push(r), stepSampleEvery: 1 });
 });
 after(() => enricher.close());
 
@@ -81,6 +81,28 @@ test('every step is timed through onStep, in order', () => {
     enricher.steps,
   );
   for (const [, ms] of stepCalls) assert.ok(Number.isFinite(ms) && ms >= 0);
+});
+
+test('steps are timed for one event in stepSampleEvery (default 16); drops are counted for every event', async () => {
+  const calls: string[] = [];
+  const dropped: DropReason[] = [];
+  const sampled = await createEnricher({ onStep: (s) => calls.push(s), onDrop: (r) => dropped.push(r), stepSampleEvery: 4 });
+  try {
+    for (let i = 0; i < 8; i++) sampled.enrich(pageView());
+    assert.deepEqual(calls, [...sampled.steps, ...sampled.steps], 'events 1 and 5 of 8 timed, every step of each');
+    for (let i = 0; i < 4; i++) sampled.enrich({ ...pageView(), name: '' });
+    assert.equal(dropped.length, 4);
+  } finally {
+    sampled.close();
+  }
+  const byDefault = await createEnricher({ onStep: (s) => calls.push(s) });
+  try {
+    calls.length = 0;
+    for (let i = 0; i < 32; i++) byDefault.enrich(pageView());
+    assert.equal(calls.length, 2 * byDefault.steps.length, 'one event in 16');
+  } finally {
+    byDefault.close();
+  }
 });
 
 test('a drop stops the run and is counted by reason', () => {
