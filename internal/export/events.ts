@@ -70,9 +70,7 @@ import {
   type TimeBound,
 } from './params';
 import { checkRegexes, mapRegexErrors, projectTimezone, TS_TEXT, withoutJit } from '../query/lookups';
-import { columnPlanOf, columnTotalCountSql } from './column';
-import { cubePlanOf, cubeTotalCountSql } from './cube';
-import { countHours, totalCountSql, type ExportPath } from './rollups';
+import { countHours, layerRows, totalCountSql, type ExportPath } from './rollups';
 import { planRead } from '../query/planner';
 import { NDJSON_BATCH_BYTES, ResponseBudget } from './budget';
 
@@ -424,13 +422,12 @@ async function countAtOrBefore(
     profileId: q.profileId !== undefined, path, wholeHours: span !== null,
   });
   const p = new SqlParams();
-  const raw = (pp: SqlParams) => whereSql(q, pp);
-  const column = columnPlanOf(source, undefined);
   let sql: string;
-  if (span && source?.family === 'event_cube') sql = cubeTotalCountSql(scope, span, cubePlanOf(filters, undefined), filters, p, raw, atOrBefore);
-  else if (span && column) sql = columnTotalCountSql(scope, span, column, filters, p, raw, atOrBefore);
-  else if (span && source?.family === 'events') sql = totalCountSql(scope, span, p, raw, atOrBefore);
-  else sql = `SELECT count(*)::text AS n FROM events e WHERE ${whereSql(q, p)} AND ${atOrBefore(p)}`;
+  if (span && source) {
+    const project = p.add(q.projectId);
+    const rows = layerRows(source, { project, names: q.events, filters, breakdown: undefined, every: true }, p);
+    sql = totalCountSql(rows, project, span, p, (pp) => whereSql(q, pp), atOrBefore);
+  } else sql = `SELECT count(*)::text AS n FROM events e WHERE ${whereSql(q, p)} AND ${atOrBefore(p)}`;
   const counted = await db.query<{ n: string }>(sql, p.values);
   return Number(counted.rows[0]?.n ?? 0);
 }

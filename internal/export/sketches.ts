@@ -10,7 +10,7 @@
 // PGlite engine), and for anything else, the raw path counts exactly.
 //
 // One statement (one snapshot):
-//   counts  exact event counts per (bucket, value) and per value (rollupGroupedSql): the
+//   counts  exact event counts per (bucket, value) and per value (groupedSql over the event rollups): the
 //           event count `n` ranks the breakdown values exactly as the raw path does, and is
 //           the numerator of user_average;
 //   top     the `limit` values with most events (or the given ones for a previous period);
@@ -33,8 +33,8 @@ import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
 import { layerCtes, perRow, rawParts, unionAll, type Layers } from '../query/layered';
-import { planRead } from '../query/planner';
-import { chartRequest, chartRollup, chartSpan, rollupGroupedSql, type ChartRollup, type ChartWindow, type ExportPath } from './rollups';
+import { planRead, type ReadSource } from '../query/planner';
+import { chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow, type ExportPath } from './rollups';
 
 /** HyperLogLog parameters of every sketch (= HLL_PARAMS of internal/insights/rollups.ts and sql/011). */
 export const HLL_PARAMS = '14, 5, -1, 1';
@@ -43,10 +43,12 @@ export const HLL_PARAMS = '14, 5, -1, 1';
 export const SKETCH_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['user', 'session', 'user_average']);
 
 export interface SketchPlan {
-  /** Exact event counts of the series per bucket and breakdown value (the event rollups). */
-  counts: ChartRollup;
-  /** Exact event count of the series over the window, without breakdown (the threshold). */
-  total: ChartRollup;
+  /** Whole hours inside the window. */
+  span: { from: Date; to: Date };
+  /** The source of the series' exact event counts per bucket and breakdown value (the event rollups). */
+  counts: ReadSource;
+  /** The source of its exact event count over the window, without breakdown (the threshold). */
+  total: ReadSource;
   /** events_sketches_hourly.dimension: '' without breakdown or for a breakdown on `name`. */
   dimension: string;
   /** Breakdown on `name`: the value is the sketch row's name. */
@@ -58,7 +60,7 @@ export interface SketchPlan {
 /**
  * Whether a series can be answered from the sketches when its window is large: segment
  * user, session or user_average, no filters, no breakdown or one on `name` or a rolled-up
- * column, every bucket boundary inside the window on a whole UTC hour (chartRollup).
+ * column, every bucket boundary inside the window on a whole UTC hour.
  */
 export function chartSketchPlan(
   window: ChartWindow,
@@ -67,16 +69,18 @@ export function chartSketchPlan(
   breakdowns: readonly { name: string }[],
   path: ExportPath = 'auto',
 ): SketchPlan | null {
-  if (!SKETCH_SEGMENTS.has(segment) || !chartSpan(window)) return null;
+  const span = chartSpan(window);
+  if (!SKETCH_SEGMENTS.has(segment) || !span) return null;
   // The planner's choice (internal/query/planner.ts); whether the sketches exist is checked
   // with the threshold, in one statement (sketchDecisionSql).
   if (planRead(chartRequest(window, 'distinctCount', filters, breakdowns, path))?.family !== 'event_sketches') return null;
   // The exact event counts (the threshold and the ranks) from the event rollups.
-  const counts = chartRollup(window, 'event', filters, breakdowns, path);
-  const total = breakdowns.length ? chartRollup(window, 'event', filters, [], path) : counts;
-  if (!counts || !total) return null;
+  const counts = planRead(chartRequest(window, 'eventCount', filters, breakdowns, path));
+  const total = breakdowns.length ? planRead(chartRequest(window, 'eventCount', filters, [], path)) : counts;
+  if (counts?.family !== 'events' && counts?.family !== 'event_column') return null;
+  if (total?.family !== 'events') return null;
   const bd = breakdowns[0]?.name;
-  return { counts, total, dimension: bd === undefined || bd === 'name' ? '' : bd, byName: bd === 'name', breakdown: bd !== undefined };
+  return { span, counts, total, dimension: bd === undefined || bd === 'name' ? '' : bd, byName: bd === 'name', breakdown: bd !== undefined };
 }
 
 export interface SketchSeriesOptions {
@@ -99,7 +103,9 @@ export interface SketchSeriesOptions {
  * window (columns `sketches` boolean, `n` text).
  */
 export function sketchDecisionSql(plan: SketchPlan, opts: Pick<SketchSeriesOptions, 'projectId' | 'name' | 'window' | 'rawWhere'>, p: SqlParams): string {
-  const grouped = rollupGroupedSql(plan.total, { ...opts, rawValue: null }, p);
+  const project = p.add(opts.projectId);
+  const rows = layerRows(plan.total, { project, names: opts.name === '*' ? [] : [opts.name], filters: [], breakdown: undefined, every: false }, p);
+  const grouped = groupedSql(rows, { ...opts, project, span: plan.span, rawValue: null }, p);
   return `SELECT to_regclass('events_sketches_days') IS NOT NULL AS sketches,
       (SELECT g.n FROM (${grouped}) g WHERE g.bucket IS NULL)::text AS n`;
 }
@@ -111,10 +117,12 @@ export function sketchDecisionSql(plan: SketchPlan, opts: Pick<SketchSeriesOptio
  */
 export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: SqlParams): string {
   const b = plan.breakdown;
-  const grouped = rollupGroupedSql(plan.counts, { ...opts, rawValue: opts.rawValue }, p);
   const project = p.add(opts.projectId);
-  const from = `${p.add(plan.counts.span.from.toISOString())}::timestamptz`;
-  const to = `${p.add(plan.counts.span.to.toISOString())}::timestamptz`;
+  const names = opts.name === '*' ? [] : [opts.name];
+  const rows = layerRows(plan.counts, { project, names, filters: [], breakdown: plan.breakdown ? (plan.byName ? 'name' : plan.dimension) : undefined, every: false }, p);
+  const grouped = groupedSql(rows, { ...opts, project, span: plan.span }, p);
+  const from = `${p.add(plan.span.from.toISOString())}::timestamptz`;
+  const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
   const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
   const users = opts.segment !== 'session';
 
@@ -162,7 +170,7 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
         FROM ${perRow('hrs', `SELECT * FROM events_sketches_hourly r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h`, 'r')}`,
     ...rawParts(layers, {
       columns: `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`, table: 'events s', where: `${opts.rawWhere}${rawCond}`, time: 's.created_at',
-      head: plan.counts.span.from.getTime() > opts.window.start.getTime(), tail: plan.counts.span.to.getTime() < opts.window.end.getTime(),
+      head: plan.span.from.getTime() > opts.window.start.getTime(), tail: plan.span.to.getTime() < opts.window.end.getTime(),
     }, rawPart),
   ];
 
