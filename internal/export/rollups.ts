@@ -7,15 +7,21 @@
 // rollup_invalidations until the refresh catches up (the worker logs it in the transaction
 // that inserts or deletes the events). So a count over [start, end) is a layered read
 // (internal/query/layered.ts, one statement): rollup rows of the whole UTC hours not in the
-// log, raw events of the logged hours and of the partial hours at either edge. It is exact as long as every rolled-up hour lies inside one answer bucket: charts use the
-// rollups only when every bucket boundary inside the period is a whole UTC hour (zones with
-// whole-hour offsets; not Asia/Kolkata, not minute intervals). Only unfiltered reads: the
-// rollups keep no per-event data. Distinct counts (user, session, ...) are not additive over
-// hours and always read raw. Callers can force the raw path ('raw') for reference.
+// log, raw events of the logged hours and of the partial hours at either edge. It is exact as
+// long as every rolled-up hour lies inside one answer bucket: charts use the rollups only when
+// every bucket boundary inside the period is a whole UTC hour (zones with whole-hour offsets;
+// not Asia/Kolkata, not minute intervals). events_hourly serves unfiltered reads only: it
+// keeps no per-event data. Distinct counts (user, session, ...) are not additive over hours
+// (./sketches.ts). Callers can force the raw path ('raw') for reference.
 //
 // Charts also read the layers' days (sql/014_event_counts_daily.sql): a day listed complete in
 // event_counts_days, with no hour in the log, inside one chart bucket reads its
-// event_counts_daily rows instead of its ~24 hourly rows (groupedSql).
+// event_counts_daily rows instead of its ~24 hourly rows.
+//
+// Every event-count read is built here, once per shape: groupedSql (a chart series) and
+// totalCountSql (/export/events meta.totalCount). The planner's source picks the rows of each
+// layer (layerRows): events_hourly and event_counts_daily below, one column's rollups
+// (./column.ts) or the event cube (./cube.ts); the raw layers are the same for all.
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
@@ -58,18 +64,12 @@ export interface HourSpan {
 // ---------------------------------------------------------------------------------------
 // /export/events meta.totalCount
 
-export interface CountScope {
-  projectId: string;
-  /** Event names (empty = every name). */
-  events: readonly string[];
-  /** First instant counted (inclusive), `YYYY-MM-DDTHH:MM:SS.ffffffZ`; undefined = all time. */
-  startIso: string | undefined;
-  /** The walk's anchor: created_at of the newest counted event, same format. */
-  anchorIso: string;
-}
-
-/** The whole hours from the first at or after the start to the anchor's hour, or null when none. */
-export function countHours(scope: Pick<CountScope, 'startIso' | 'anchorIso'>): HourSpan | null {
+/**
+ * The whole hours of a totalCount: from the first at or after `startIso` (inclusive,
+ * `YYYY-MM-DDTHH:MM:SS.ffffffZ`; undefined = all time) to the hour of `anchorIso` (the walk's
+ * anchor: created_at of the newest counted event, same format), or null when none.
+ */
+export function countHours(scope: { startIso: string | undefined; anchorIso: string }): HourSpan | null {
   const to = floorHour(Date.parse(scope.anchorIso));
   let from = -Infinity;
   if (scope.startIso !== undefined) {
