@@ -49,12 +49,8 @@ export interface SketchPlan {
   counts: ReadSource;
   /** The source of its exact event count over the window, without breakdown (the threshold). */
   total: ReadSource;
-  /** events_sketches_hourly.dimension: '' without breakdown or for a breakdown on `name`. */
-  dimension: string;
-  /** Breakdown on `name`: the value is the sketch row's name. */
-  byName: boolean;
-  /** One breakdown. */
-  breakdown: boolean;
+  /** The one breakdown: `name` or a rolled-up column; undefined without. */
+  breakdown: string | undefined;
 }
 
 /**
@@ -79,8 +75,7 @@ export function chartSketchPlan(
   const total = breakdowns.length ? planRead(chartRequest(window, 'eventCount', filters, [], path)) : counts;
   if (counts?.family !== 'events' && counts?.family !== 'event_column') return null;
   if (total?.family !== 'events') return null;
-  const bd = breakdowns[0]?.name;
-  return { span, counts, total, dimension: bd === undefined || bd === 'name' ? '' : bd, byName: bd === 'name', breakdown: bd !== undefined };
+  return { span, counts, total, breakdown: breakdowns[0]?.name };
 }
 
 export interface SketchSeriesOptions {
@@ -116,10 +111,12 @@ export function sketchDecisionSql(plan: SketchPlan, opts: Pick<SketchSeriesOptio
  * query of charts.ts gives them.
  */
 export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: SqlParams): string {
-  const b = plan.breakdown;
+  const b = plan.breakdown !== undefined;
+  // A breakdown on `name`: the value is the sketch row's name (dimension '').
+  const byName = plan.breakdown === 'name';
   const project = p.add(opts.projectId);
   const names = opts.name === '*' ? [] : [opts.name];
-  const rows = layerRows(plan.counts, { project, names, filters: [], breakdown: plan.breakdown ? (plan.byName ? 'name' : plan.dimension) : undefined, every: false }, p);
+  const rows = layerRows(plan.counts, { project, names, filters: [], breakdown: plan.breakdown, every: false }, p);
   const grouped = groupedSql(rows, { ...opts, project, span: plan.span }, p);
   const from = `${p.add(plan.span.from.toISOString())}::timestamptz`;
   const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
@@ -136,10 +133,10 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
 
   // Stored sketch rows (alias r): the breakdown's dimension, the series' name (name '' is
   // every name: '*'; with a breakdown on name, every row of a name).
-  const rowValue = !b ? `''::text` : plan.byName ? 'r.name' : 'r.value';
-  const dimension = p.add(plan.dimension);
+  const rowValue = !b ? `''::text` : byName ? 'r.name' : 'r.value';
+  const dimension = p.add(b && !byName ? plan.breakdown : '');
   const rowWhere = [`r.project_id = ${project}`, `r.dimension = ${dimension}`];
-  if (plan.byName && opts.name === '*') rowWhere.push(`r.name <> ''`);
+  if (byName && opts.name === '*') rowWhere.push(`r.name <> ''`);
   else rowWhere.push(`r.name = ${p.add(opts.name === '*' ? '' : opts.name)}`);
   if (b) rowWhere.push(`${rowValue} IN (SELECT top.b0 FROM top)`);
   const sketch = `r.${users ? 'users' : 'sessions'}`;
