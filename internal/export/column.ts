@@ -23,7 +23,8 @@
 //
 // Eligible (else cube or raw): segment `event`, not the raw path, at most one breakdown (none,
 // `name` or C), and every bucket boundary inside the window on a whole UTC hour (not
-// Asia/Kolkata, not minute intervals), with a whole hour inside the window.
+// Asia/Kolkata, not minute intervals), with a whole hour inside the window. An unfiltered
+// chart broken down by C reads the same rows (no filter to test).
 //
 // C may be one of the cube's columns too: such a chart also fits the cube, but charts ask this
 // source first (internal/query/planner.ts: before the cube in the read catalogue), as its rows are far fewer: per hour one row per (name,

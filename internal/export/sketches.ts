@@ -10,9 +10,9 @@
 // PGlite engine), and for anything else, the raw path counts exactly.
 //
 // One statement (one snapshot):
-//   counts  exact event counts per (bucket, value) and per value (groupedSql over the event rollups): the
-//           event count `n` ranks the breakdown values exactly as the raw path does, and is
-//           the numerator of user_average;
+//   counts  exact event counts per (bucket, value) and per value (groupedSql of the event
+//           rollups): the event count `n` ranks the breakdown values exactly as the raw path
+//           does, and is the numerator of user_average;
 //   top     the `limit` values with most events (or the given ones for a previous period);
 //   sk      per series bucket and top value: the daily sketches of the complete local
 //           days (events_sketches_days) that lie inside the bucket with none of their hours
