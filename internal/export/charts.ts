@@ -79,12 +79,10 @@ import {
 import type { ExportOptions } from './events';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
 import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
-import { columnGroupedSql, columnPlanOf, type ChartColumn } from './column';
-import { cubeGroupedSql, cubePlanOf, type ChartCube } from './cube';
-import { chartRequest, chartRollupOf, chartSpan, rollupGroupedSql, SEGMENT_TARGETS, type ChartRollup, type ChartWindow, type ExportPath } from './rollups';
+import { chartRequest, chartSpan, groupedSql, layerRows, SEGMENT_TARGETS, type ChartWindow, type ExportPath } from './rollups';
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
 import { propertyRollupGroupedSql, propertyRollupOf, type PropertyRollupPlan } from './property-rollups';
-import { planRead } from '../query/planner';
+import { planRead, type ReadSource } from '../query/planner';
 import { exactVisitorsMaxFrom } from '../config/config';
 import { checkChartShape, minMax, ResponseBudget, textBytes } from './budget';
 import { Slicer } from '../http/json';
@@ -291,18 +289,15 @@ function seriesWhere(q: SeriesQuery, p: SqlParams): { where: string; v: string }
 
 /** Where a series of a common segment (not one_event_per_user or group) reads its whole hours. */
 export type SeriesRead =
-  | { kind: 'rollup'; plan: ChartRollup }
+  | { kind: 'layered'; source: ReadSource; span: { from: Date; to: Date } }
   | { kind: 'propertyRollup'; plan: PropertyRollupPlan }
-  | { kind: 'cube'; plan: ChartCube }
-  | { kind: 'column'; plan: ChartColumn }
   | { kind: 'raw' };
 
 /**
  * The read that answers the series exactly: the planner's source (internal/query/planner.ts,
- * one rule over the read catalogue) for its event counts or property aggregates, mapped to
- * its SQL builder: events_hourly, or a column's rollups broken down by that column, without
- * filters (./rollups.ts); the property rollups (./property-rollups.ts); a column's rollups
- * under filters (./column.ts); the event cube (./cube.ts); else raw. Distinct counts read raw
+ * one rule over the read catalogue) for its event counts or property aggregates: the event
+ * rollups (./rollups.ts), a column's rollups (./column.ts) or the event cube (./cube.ts), read
+ * in layers; the property rollups (./property-rollups.ts); else raw. Distinct counts read raw
  * here (exact); the sketches replace them above the threshold (sketchPlanFor).
  */
 export function seriesRead(
@@ -317,19 +312,13 @@ export function seriesRead(
   if (!span || (target !== 'eventCount' && target !== 'propertyAggregate')) return { kind: 'raw' };
   const key = target === 'propertyAggregate' && item.property !== undefined ? propertyKey(item.property) : undefined;
   const source = planRead(chartRequest(window, target, filters, breakdowns, path, key));
-  const breakdown = breakdowns[0]?.name;
   switch (source?.family) {
     case 'events':
-    case 'event_column': {
-      const rollup = filters.length === 0 ? chartRollupOf(source, span, breakdown) : null;
-      if (rollup) return { kind: 'rollup', plan: rollup };
-      const column = columnPlanOf(source, breakdown);
-      return column ? { kind: 'column', plan: { plan: column, span } } : { kind: 'raw' };
-    }
-    case 'event_properties':
-      return { kind: 'propertyRollup', plan: propertyRollupOf(span, key!, breakdown) };
+    case 'event_column':
     case 'event_cube':
-      return { kind: 'cube', plan: { plan: cubePlanOf(filters, breakdown), span } };
+      return { kind: 'layered', source, span };
+    case 'event_properties':
+      return { kind: 'propertyRollup', plan: propertyRollupOf(span, key!, breakdowns[0]?.name) };
     default:
       return { kind: 'raw' };
   }
@@ -369,14 +358,12 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
     const read = seriesRead(q.window, item, q.filters, breakdowns, q.path);
     const layer = { projectId: q.projectId, name: item.name, window: q.window, rawWhere: where, rawValue: bExprs[0] ?? null };
     let grouped: string;
-    if (read.kind === 'rollup') {
-      grouped = rollupGroupedSql(read.plan, layer, p);
+    if (read.kind === 'layered') {
+      const project = p.add(q.projectId);
+      const rows = layerRows(read.source, { project, names: item.name === '*' ? [] : [item.name], filters: q.filters, breakdown: breakdowns[0]?.name, every: false }, p);
+      grouped = groupedSql(rows, { ...layer, project, span: read.span }, p);
     } else if (read.kind === 'propertyRollup') {
       grouped = propertyRollupGroupedSql(read.plan, { ...layer, segment: item.segment, rawNumber: v }, p);
-    } else if (read.kind === 'cube') {
-      grouped = cubeGroupedSql(read.plan, { ...layer, filters: q.filters }, p);
-    } else if (read.kind === 'column') {
-      grouped = columnGroupedSql(read.plan, { ...layer, filters: q.filters }, p);
     } else {
       const bucket = bucketExpr();
       const sets = breakdowns.length ? `(${[bucket, ...bExprs].join(', ')}), (${bExprs.join(', ')})` : `(${bucket}), ()`;

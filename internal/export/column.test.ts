@@ -15,7 +15,8 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { getChart, seriesRead, type ChartResponse } from './charts';
-import { columnPlan } from './column';
+import { columnPlanOf } from './column';
+import { planRead } from '../query/planner';
 import { parseChartParams, type ChartSegment } from './params';
 import type { ChartWindow } from './rollups';
 import type { Filter } from '../query/params';
@@ -99,7 +100,12 @@ after(async () => {
 });
 
 describe('column rollups: plans', () => {
-  it('columnPlan takes filters on one rolled-up column and names, a breakdown of none, name or that column', () => {
+  it('a filtered read takes one column\'s rollups for filters on that column and names, a breakdown of none, name or it', () => {
+    // The planner's choice for a filtered event count (whole hours), as charts and totalCount ask it.
+    const columnPlan = (filters: Filter[], breakdown: string | undefined) => filters.length === 0 ? null : columnPlanOf(planRead({
+      side: 'events', target: 'eventCount', filters: filters.map((x) => x.name),
+      breakdowns: breakdown === undefined ? [] : [breakdown], wholeHours: true,
+    }), breakdown);
     assert.equal(columnPlan([], undefined), null);
     assert.equal(columnPlan([], 'city'), null);
     assert.deepEqual(columnPlan([f('city', 'is', 'Paris')], undefined), { column: 'city', value: null });
@@ -116,7 +122,7 @@ describe('column rollups: plans', () => {
     assert.equal(columnPlan([f('city', 'is', 'Paris')], 'properties.plan'), null);
   });
 
-  it('charts pick rollup, property rollup, column, cube or raw', () => {
+  it('charts pick the event rollups, property rollups, a column\'s rollups, the cube or raw', () => {
     const day = (d: number) => new Date(Date.UTC(2026, 2, d));
     // UTC days of March 1-7; a Kolkata-like window (buckets at :30 UTC); minute buckets.
     const utc: ChartWindow = { start: day(1), end: day(8), buckets: [1, 2, 3, 4, 5, 6, 7].map(day) };
@@ -124,23 +130,26 @@ describe('column rollups: plans', () => {
       buckets: [1, 2, 3, 4, 5, 6, 7].map((d) => new Date(day(d).getTime() - 19_800_000)) };
     const minutes: ChartWindow = { start: day(1), end: new Date(day(1).getTime() + 7_200_000),
       buckets: Array.from({ length: 120 }, (_, i) => new Date(day(1).getTime() + i * 60_000)) };
-    const kind = (w: ChartWindow, filters: Filter[], breakdowns: string[] = [], segment: ChartSegment = 'event', path: 'auto' | 'raw' = 'auto', property?: string) =>
-      seriesRead(w, { segment, property }, filters, breakdowns.map((name) => ({ name })), path).kind;
+    // The planner's family of a layered read (events: the event rollups, unfiltered), else the kind.
+    const kind = (w: ChartWindow, filters: Filter[], breakdowns: string[] = [], segment: ChartSegment = 'event', path: 'auto' | 'raw' = 'auto', property?: string) => {
+      const r = seriesRead(w, { segment, property }, filters, breakdowns.map((name) => ({ name })), path);
+      return r.kind === 'layered' ? r.source.family : r.kind;
+    };
     const paris = [f('city', 'is', 'Paris')];
-    assert.equal(kind(utc, []), 'rollup');
-    assert.equal(kind(utc, [], ['city']), 'rollup');
+    assert.equal(kind(utc, []), 'events');
+    assert.equal(kind(utc, [], ['city']), 'event_column');
     assert.equal(kind(utc, [], [], 'property_sum', 'auto', 'properties.amount'), 'propertyRollup');
-    assert.equal(kind(utc, paris), 'column');
-    assert.equal(kind(utc, paris, ['city']), 'column');
-    assert.equal(kind(utc, paris, ['name']), 'column');
-    assert.equal(kind(utc, [f('path', 'doesNotContain', ''), f('name', 'isNot', 'x')], ['path']), 'column');
-    assert.equal(kind(utc, [f('name', 'is', 'click')], ['region']), 'column');
+    assert.equal(kind(utc, paris), 'event_column');
+    assert.equal(kind(utc, paris, ['city']), 'event_column');
+    assert.equal(kind(utc, paris, ['name']), 'event_column');
+    assert.equal(kind(utc, [f('path', 'doesNotContain', ''), f('name', 'isNot', 'x')], ['path']), 'event_column');
+    assert.equal(kind(utc, [f('name', 'is', 'click')], ['region']), 'event_column');
     // one cube column, breakdown none / name / itself: the column's rollups (fewer rows); else the cube
-    assert.equal(kind(utc, [f('country', 'is', 'DE')]), 'column');
-    assert.equal(kind(utc, [f('country', 'is', 'DE')], ['country']), 'column');
-    assert.equal(kind(utc, [f('device', 'is', 'mobile')], ['country']), 'cube');
-    assert.equal(kind(utc, [f('country', 'is', 'DE'), f('device', 'is', 'mobile')]), 'cube');
-    assert.equal(kind(utc, [f('name', 'is', 'click')]), 'cube');
+    assert.equal(kind(utc, [f('country', 'is', 'DE')]), 'event_column');
+    assert.equal(kind(utc, [f('country', 'is', 'DE')], ['country']), 'event_column');
+    assert.equal(kind(utc, [f('device', 'is', 'mobile')], ['country']), 'event_cube');
+    assert.equal(kind(utc, [f('country', 'is', 'DE'), f('device', 'is', 'mobile')]), 'event_cube');
+    assert.equal(kind(utc, [f('name', 'is', 'click')]), 'event_cube');
     // not exact from one column's rows, or not whole UTC hours, or not asked: raw
     assert.equal(kind(utc, paris, ['country']), 'raw');
     assert.equal(kind(utc, [...paris, f('path', 'is', '/')]), 'raw');

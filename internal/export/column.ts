@@ -16,14 +16,15 @@
 //   - the other whole hours not logged read their events_C_hourly rows (an index probe per
 //     hour);
 //   - logged hours and the partial hours at either edge read raw events, as everywhere
-//     (layeredGroupedSql of ./rollups.ts, one statement).
+//     (groupedSql of ./rollups.ts, one statement).
 // The filters are compiled by internal/query/filters.ts against the rollup rows seen with the
 // event's column names (`value AS <C>`, `name`), so they test the rows exactly as they test
 // events (same operators, same values, same collation: the value columns are plain text).
 //
 // Eligible (else cube or raw): segment `event`, not the raw path, at most one breakdown (none,
 // `name` or C), and every bucket boundary inside the window on a whole UTC hour (not
-// Asia/Kolkata, not minute intervals), with a whole hour inside the window.
+// Asia/Kolkata, not minute intervals), with a whole hour inside the window. An unfiltered
+// chart broken down by C reads the same rows (no filter to test).
 //
 // C may be one of the cube's columns too: such a chart also fits the cube, but charts ask this
 // source first (internal/query/planner.ts: before the cube in the read catalogue), as its rows are far fewer: per hour one row per (name,
@@ -36,23 +37,17 @@
 // profileId) counts every event, bots and session_start / session_end too, which these rows
 // leave out. sql/020_events_uncharted_hourly.sql keeps exactly that remainder per column
 // (event_uncharted_hourly / event_uncharted_daily: per hour or complete local day, column,
-// name and value, the bots and session rows), so columnTotalCountSql reads both, under the
+// name and value, the bots and session rows), so its totalCount rows (columnRows) hold both, under the
 // same filters: whole days listed complete in event_counts_days AND event_uncharted_days (no
 // hour logged) from both daily tables, the other unlogged hours with events from
 // events_C_hourly + event_uncharted_hourly, the logged hours and the edges raw
-// (layeredTotalCountSql of ./rollups.ts, one statement). As for charts, filters on one cube
+// (totalCountSql of ./rollups.ts, one statement). As for charts, filters on one cube
 // column take this read rather than the cube (the same catalogue order): on the 10M bench
 // data (in-process, median of 9) country=DE counts in 15 ms here against 42 ms on the cube,
 // os isNot iOS 19 vs 30 ms, screen_view with browser contains Chrome 10 vs 25 ms.
 import { compileAll, type SqlParams } from '../query/filters';
-import type { Filter } from '../query/params';
-import { planRead, type ReadSource, type RollupColumn } from '../query/planner';
-import {
-  layeredGroupedSql, layeredTotalCountSql,
-  type ChartWindow, type CountScope, type HourSpan,
-} from './rollups';
-
-export type { RollupColumn };
+import type { ReadSource, RollupColumn } from '../query/planner';
+import type { LayerRows, RowQuery } from './rollups';
 
 /** How a filtered chart series reads one column's rollups. */
 export interface ColumnPlan {
@@ -71,41 +66,12 @@ export function columnPlanOf(source: ReadSource | null, breakdown: string | unde
 }
 
 /**
- * The column's rollups a filtered read (and broken down by `breakdown`) takes, as the planner
- * decides: at least one filter; every filter names `name` or one same rolled-up column C; the
- * breakdown, if any, is `name` or C; and some filter or the breakdown names C.
- */
-export function columnPlan(filters: readonly Filter[], breakdown: string | undefined): ColumnPlan | null {
-  if (filters.length === 0) return null;
-  return columnPlanOf(planRead({
-    side: 'events', target: 'eventCount', filters: filters.map((f) => f.name),
-    breakdowns: breakdown === undefined ? [] : [breakdown], wholeHours: true,
-  }), breakdown);
-}
-
-export interface ChartColumn {
-  plan: ColumnPlan;
-  /** Whole hours inside the window. */
-  span: { from: Date; to: Date };
-}
-
-/** Which rows of a column a read takes. */
-interface ColumnRows {
-  project: string;
-  /** Event names to keep (empty: all). */
-  names: readonly string[];
-  filters: readonly Filter[];
-  /** Also the events the column rollups leave out (bots, session_start / session_end: sql/020). */
-  uncharted: boolean;
-}
-
-/**
  * The rows (name, count, <column>) of one day `days.lo` (event_counts_daily, and with
- * `uncharted` event_uncharted_daily) or one hour `hrs.h` (events_<column>_hourly, and with
- * `uncharted` event_uncharted_hourly) that pass the filters: the value column renamed to the
+ * `every` event_uncharted_daily) or one hour `hrs.h` (events_<column>_hourly, and with
+ * `every` event_uncharted_hourly) that pass the filters: the value column renamed to the
  * event column's name, the filters compiled against that (alias x).
  */
-function rowsSql(source: 'day' | 'hour', column: RollupColumn, q: ColumnRows, p: SqlParams): string {
+function rowsSql(source: 'day' | 'hour', column: RollupColumn, q: RowQuery, p: SqlParams): string {
   const names = q.names.length === 0 ? null
     : q.names.length === 1 ? `x.name = ${p.add(q.names[0])}` : `x.name = ANY(${p.add([...q.names])}::text[])`;
   const select = (relation: string, conditions: string[]) =>
@@ -114,31 +80,13 @@ function rowsSql(source: 'day' | 'hour', column: RollupColumn, q: ColumnRows, p:
   const charted = source === 'day'
     ? select('event_counts_daily', [`x.dimension = ${p.add(column)}`, 'x.bucket = days.lo'])
     : select(`events_${column}_hourly`, ['x.bucket = hrs.h']);
-  const rows = !q.uncharted ? charted
+  const rows = !q.every ? charted
     : `${charted} UNION ALL ${select(source === 'day' ? 'event_uncharted_daily' : 'event_uncharted_hourly',
         [`x.bucket = ${source === 'day' ? 'days.lo' : 'hrs.h'}`, `x.dimension = ${p.add(column)}`])}`;
   const filters = compileAll(q.filters.map((filter, index) => ({ filter, index })), 'x', p);
   return `SELECT * FROM (${rows} OFFSET 0) x
           WHERE ${filters}`;
 }
-
-/** The `grouped` part of a chart series over one column's rollups (same columns as rollupGroupedSql's). */
-export function columnGroupedSql(
-  chart: ChartColumn,
-  opts: { projectId: string; name: string; filters: readonly Filter[]; window: ChartWindow; rawWhere: string; rawValue: string | null },
-  p: SqlParams,
-): string {
-  const q: ColumnRows = { project: p.add(opts.projectId), names: opts.name === '*' ? [] : [opts.name], filters: opts.filters, uncharted: false };
-  const { column, value } = chart.plan;
-  return layeredGroupedSql(
-    { daysTable: 'event_counts_days', daySql: rowsSql('day', column, q, p), hourSql: rowsSql('hour', column, q, p), value },
-    { project: q.project, span: chart.span, window: opts.window, rawWhere: opts.rawWhere, rawValue: opts.rawValue },
-    p,
-  );
-}
-
-// ---------------------------------------------------------------------------------------
-// /export/events meta.totalCount
 
 /**
  * The days whose charted rows (event_counts_days, sql/014) and uncharted rows
@@ -148,26 +96,15 @@ const COUNT_DAYS = `(SELECT c.project_id, c.bucket, c.hours FROM event_counts_da
         JOIN event_uncharted_days u ON u.project_id = c.project_id AND u.bucket = c.bucket AND u.hours = c.hours)`;
 
 /**
- * One statement giving `n` (text): the events matching `rawWhere` (alias `e`: project,
- * start/end, names and the filters, which columnPlan took) at or before the anchor. Every
- * event counts (bots, session_start and session_end too), as in the export: whole days of
- * `span` (listed complete in both day lists, no hour logged) from the column's
- * event_counts_daily rows plus its event_uncharted_daily rows, the span's other unlogged hours
- * with events from events_<column>_hourly plus event_uncharted_hourly, raw events for the
- * logged hours and the edges (layeredTotalCountSql of ./rollups.ts).
+ * The column's rows per layer (./rollups.ts, layerRows): a chart's from the day's
+ * event_counts_daily rows of dimension C (days listed in event_counts_days) and the hour's
+ * events_C_hourly rows; a totalCount's (`every`) plus the event_uncharted_daily and
+ * event_uncharted_hourly rows, on the days complete in both lists.
  */
-export function columnTotalCountSql(
-  scope: CountScope,
-  span: HourSpan,
-  plan: ColumnPlan,
-  filters: readonly Filter[],
-  p: SqlParams,
-  rawWhere: (p: SqlParams) => string,
-  atOrBefore: (p: SqlParams) => string,
-): string {
-  const q: ColumnRows = { project: p.add(scope.projectId), names: scope.events, filters, uncharted: true };
-  return layeredTotalCountSql(
-    { daysRelation: COUNT_DAYS, daySql: rowsSql('day', plan.column, q, p), hourSql: rowsSql('hour', plan.column, q, p) },
-    q.project, span, p, rawWhere, atOrBefore,
-  );
+export function columnRows(plan: ColumnPlan, q: RowQuery, p: SqlParams): LayerRows {
+  return {
+    days: { list: q.every ? COUNT_DAYS : 'event_counts_days', rows: rowsSql('day', plan.column, q, p) },
+    hours: rowsSql('hour', plan.column, q, p),
+    value: plan.value,
+  };
 }

@@ -13,7 +13,8 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { getChart, type ChartResponse } from './charts';
-import { cubePlan } from './cube';
+import { cubePlanOf } from './cube';
+import { mismatch, readSource } from '../query/planner';
 import { getEventsPage, type EventsPage } from './events';
 import { parseChartParams, parseEventsParams } from './params';
 import type { Filter } from '../query/params';
@@ -149,6 +150,16 @@ async function compareAll(db: pg.Pool, label: string, periods = PERIODS, shapes 
 
 describe('event cube: plans', () => {
   it('takes filters on cube columns and names, a breakdown of one of them or none, and picks the pair', () => {
+    // Whether the cube's planner entry answers a filtered event count (whichever source the
+    // planner prefers), and how its rows are read.
+    const cubePlan = (filters: Filter[], breakdown: string | undefined) => {
+      if (filters.length === 0) return null;
+      const request = {
+        side: 'events', target: 'eventCount', filters: filters.map((x) => x.name),
+        breakdowns: breakdown === undefined ? [] : [breakdown], wholeHours: true,
+      } as const;
+      return mismatch(readSource('event_cube'), request) === null ? cubePlanOf(filters, breakdown) : null;
+    };
     assert.equal(cubePlan([], undefined), null);
     assert.equal(cubePlan([f('city', 'is', 'Paris')], undefined), null);
     assert.equal(cubePlan([f('properties.plan', 'is', 'pro')], undefined), null);

@@ -18,14 +18,11 @@
 // sql/012 and sql/016, is built the same way.) Charts filtered on ONE column (with a breakdown
 // of none, `name` or that column) read that column's own rollups instead (./column.ts: fewer
 // rows); the cube serves the rest.
-import { cubePair, mismatch, readSource, type CubeDimension, type CubePair } from '../query/planner';
+import { cubePair, type CubeDimension, type CubePair } from '../query/planner';
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import { compileAll, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import {
-  layeredGroupedSql, layeredTotalCountSql,
-  type ChartWindow, type CountScope, type HourSpan,
-} from './rollups';
+import type { LayerRows, RowQuery } from './rollups';
 
 /** How a filtered read uses the cube. */
 export interface CubePlan {
@@ -52,32 +49,10 @@ export function cubePlanOf(filters: readonly Filter[], breakdown: string | undef
   return { pair: cubePair(named), value: breakdown === undefined ? null : `r.${breakdown}` };
 }
 
-/**
- * Whether the cube can answer a read filtered by `filters` (and broken down by `breakdown`),
- * whichever source the planner prefers: at least one filter, and the cube's planner entry
- * keys every filter and the breakdown.
- */
-export function cubePlan(filters: readonly Filter[], breakdown: string | undefined): CubePlan | null {
-  if (filters.length === 0) return null;
-  const request = {
-    side: 'events', target: 'eventCount', filters: filters.map((f) => f.name),
-    breakdowns: breakdown === undefined ? [] : [breakdown], wholeHours: true,
-  } as const;
-  return mismatch(readSource('event_cube'), request) === null ? cubePlanOf(filters, breakdown) : null;
-}
-
-interface CubeRows {
-  project: string;
-  /** Event names to keep (empty: all). */
-  names: readonly string[];
-  /** Only what charts count: no bots, no session_start / session_end. */
-  chartedOnly: boolean;
-  filters: readonly Filter[];
-}
-
-function rowConditions(q: CubeRows, p: SqlParams): string[] {
+function rowConditions(q: RowQuery, p: SqlParams): string[] {
   const c: string[] = [];
-  if (q.chartedOnly) c.push('NOT x.is_bot', `x.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`);
+  // Charts count no bots, no session_start / session_end; a totalCount (`every`) every event.
+  if (!q.every) c.push('NOT x.is_bot', `x.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`);
   if (q.names.length === 1) c.push(`x.name = ${p.add(q.names[0])}`);
   else if (q.names.length > 1) c.push(`x.name = ANY(${p.add([...q.names])}::text[])`);
   return c;
@@ -86,7 +61,7 @@ function rowConditions(q: CubeRows, p: SqlParams): string[] {
 const indexed = (filters: readonly Filter[]) => filters.map((filter, index) => ({ filter, index }));
 
 /** The hourly cube rows of hour `hrs.h` that pass the filters (columns: the cube's own). */
-function hourSql(q: CubeRows, p: SqlParams): string {
+function hourSql(q: RowQuery, p: SqlParams): string {
   const c = [`x.project_id = ${q.project}`, 'x.bucket = hrs.h', ...rowConditions(q, p), compileAll(indexed(q.filters), 'x', p)];
   return `SELECT * FROM event_cube_hourly x WHERE ${c.join(' AND ')}`;
 }
@@ -96,7 +71,7 @@ function hourSql(q: CubeRows, p: SqlParams): string {
  * their columns (so the filters and the breakdown read them by name); without a pair (more
  * than two columns named) the day's full-combination rows, whose columns carry their names.
  */
-function daySql(plan: CubePlan, q: CubeRows, p: SqlParams): string {
+function daySql(plan: CubePlan, q: RowQuery, p: SqlParams): string {
   if (!plan.pair) {
     const c = [`x.project_id = ${q.project}`, 'x.bucket = days.lo', ...rowConditions(q, p), compileAll(indexed(q.filters), 'x', p)];
     return `SELECT * FROM event_cube_daily x WHERE ${c.join(' AND ')}`;
@@ -108,55 +83,11 @@ function daySql(plan: CubePlan, q: CubeRows, p: SqlParams): string {
           WHERE ${compileAll(indexed(q.filters), 'x', p)}`;
 }
 
-/** The days whose pair rows and full-combination rows are complete (sql/015, sql/017). */
-const DAYS_TABLE = 'event_cube_days';
-
-// ---------------------------------------------------------------------------------------
-// /export/charts
-
-export interface ChartCube {
-  plan: CubePlan;
-  /** Whole hours inside the window. */
-  span: { from: Date; to: Date };
-}
-
-/** The `grouped` part of a chart series over the cube (same columns as rollupGroupedSql's). */
-export function cubeGroupedSql(
-  cube: ChartCube,
-  opts: { projectId: string; name: string; filters: readonly Filter[]; window: ChartWindow; rawWhere: string; rawValue: string | null },
-  p: SqlParams,
-): string {
-  const q: CubeRows = { project: p.add(opts.projectId), names: opts.name === '*' ? [] : [opts.name], chartedOnly: true, filters: opts.filters };
-  return layeredGroupedSql(
-    { daysTable: DAYS_TABLE, daySql: daySql(cube.plan, q, p), hourSql: hourSql(q, p), value: cube.plan.value },
-    { project: q.project, span: cube.span, window: opts.window, rawWhere: opts.rawWhere, rawValue: opts.rawValue },
-    p,
-  );
-}
-
-// ---------------------------------------------------------------------------------------
-// /export/events meta.totalCount
-
 /**
- * One statement giving `n` (text): the events matching `rawWhere` (alias `e`: project,
- * start/end, names and the filters) at or before the anchor, over the cube for the whole hours
- * of `span` (complete days from the pair rows, or the full-combination rows with more than two
- * columns; other unlogged hours with events from the hourly rows) and raw events for the logged
- * hours and the edges. Every event counts (bots, session_start and
- * session_end too), as in the export.
+ * The cube's rows per layer (./rollups.ts, layerRows): complete days (event_cube_days: pair
+ * rows and full-combination rows complete, sql/015, sql/017) from one pair's rows, or the
+ * full-combination rows with more than two columns named; hours from the hourly rows.
  */
-export function cubeTotalCountSql(
-  scope: CountScope,
-  span: HourSpan,
-  plan: CubePlan,
-  filters: readonly Filter[],
-  p: SqlParams,
-  rawWhere: (p: SqlParams) => string,
-  atOrBefore: (p: SqlParams) => string,
-): string {
-  const q: CubeRows = { project: p.add(scope.projectId), names: scope.events, chartedOnly: false, filters };
-  return layeredTotalCountSql(
-    { daysRelation: DAYS_TABLE, daySql: daySql(plan, q, p), hourSql: hourSql(q, p) },
-    q.project, span, p, rawWhere, atOrBefore,
-  );
+export function cubeRows(plan: CubePlan, q: RowQuery, p: SqlParams): LayerRows {
+  return { days: { list: 'event_cube_days', rows: daySql(plan, q, p) }, hours: hourSql(q, p), value: plan.value };
 }

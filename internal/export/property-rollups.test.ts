@@ -14,9 +14,8 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { refreshRollups } from '../store/rollups';
-import { getChart, type ChartResponse } from './charts';
+import { getChart, seriesRead, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
-import { chartPropertyRollup } from './property-rollups';
 import { EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { bucketStarts, resolvePeriod } from '../query/period';
 import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, logHour, searchParams, sparseHours } from '../../test/support/sql-db';
@@ -226,7 +225,7 @@ function usesPropertyRollup(projectId: string, q: Record<string, unknown>, now =
   if (interval === 'minute') return false;
   const buckets = interval === period.granularity ? period.buckets : bucketStarts(period.start.getTime(), period.end.getTime(), interval, tz);
   const item = params.series[0]!;
-  return chartPropertyRollup({ ...period, buckets }, item.segment, item.property, [...item.filters, ...params.filters], params.breakdowns) !== null;
+  return seriesRead({ ...period, buckets }, item, [...item.filters, ...params.filters], params.breakdowns, 'auto').kind === 'propertyRollup';
 }
 
 const SEGMENTS = ['property_sum', 'property_average', 'property_min', 'property_max'] as const;

@@ -15,22 +15,17 @@
 //   property_min / property_max                min of the mins / max of the maxes.
 // So the answers are the raw ones: the same numbers, series, order and tie-breaks.
 //
-// Eligible (else raw): a property segment of a key of at most MAX_ROLLED_KEY_BYTES
-// bytes, no filters, no breakdown or one on `name` or a rolled-up column, not the raw
-// path, and every bucket boundary inside the window on a whole UTC hour: exactly when the
-// event-count rollups answer the same series' event counts (chartRollup of ./rollups.ts).
+// Eligible (else raw; the planner's event_properties entry, internal/query/planner.ts): a
+// property segment of a key of at most MAX_ROLLED_KEY_BYTES (200) bytes, no filters, no
+// breakdown or one on `name` or a rolled-up column, not the raw path, and every bucket boundary inside the window on a whole UTC hour: exactly when the
+// event-count rollups answer the same series' event counts (seriesRead of ./charts.ts).
 // A layered read without days (internal/query/layered.ts, one statement): rollup rows of the
 // whole UTC hours neither logged nor in event_properties_raw_hours for the key (hours with a
 // numeric text too long to roll up safely), raw events of those hours and of both edges.
 import type { SqlParams } from '../query/filters';
-import type { Filter } from '../query/params';
-import { propertyKey, PROPERTY_SEGMENTS, type ChartSegment } from './params';
+import type { ChartSegment } from './params';
 import { layerCtes, rawParts, unionAll, unloggedRows, type Layers } from '../query/layered';
-import { planRead } from '../query/planner';
-import { chartRequest, chartSpan, type ChartWindow, type ExportPath } from './rollups';
-
-/** Keys longer than this (UTF-8 bytes) are not rolled up (sql/013: octet_length(key) <= 200). */
-export { MAX_ROLLED_KEY_BYTES } from '../query/planner';
+import type { ChartWindow } from './rollups';
 
 export interface PropertyRollupPlan {
   /** Whole UTC hours inside the window (both ends set). */
@@ -48,26 +43,6 @@ export function propertyRollupOf(span: { from: Date; to: Date }, key: string, br
   if (breakdown === undefined) return { span, key, dimension: '', value: null };
   if (breakdown === 'name') return { span, key, dimension: '', value: 'r.name' };
   return { span, key, dimension: breakdown, value: 'r.value' };
-}
-
-/**
- * Whether a property-segment series can read the property rollups (the planner's choice,
- * internal/query/planner.ts): the key is short enough, no filters, no breakdown or one on
- * `name` or a rolled-up column, whole-UTC-hour bucket boundaries, not 'raw'.
- */
-export function chartPropertyRollup(
-  window: ChartWindow,
-  segment: ChartSegment,
-  property: string | undefined,
-  filters: readonly Filter[],
-  breakdowns: readonly { name: string }[],
-  path: ExportPath = 'auto',
-): PropertyRollupPlan | null {
-  if (!PROPERTY_SEGMENTS.has(segment) || property === undefined) return null;
-  const key = propertyKey(property);
-  const span = chartSpan(window);
-  const source = planRead(chartRequest(window, 'propertyAggregate', filters, breakdowns, path, key));
-  return span && source?.family === 'event_properties' ? propertyRollupOf(span, key, breakdowns[0]?.name) : null;
 }
 
 /** The value of a group of parts (columns n, s, mn, mx), as the raw path's aggregate. */

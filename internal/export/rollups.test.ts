@@ -10,10 +10,11 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { refreshRollups } from '../store/rollups';
-import { getChart, type ChartResponse } from './charts';
+import { getChart, seriesRead, type ChartResponse } from './charts';
 import { getEventsPage, resolveBound, type ExportOptions } from './events';
 import { parseChartParams, parseEventsParams } from './params';
-import { chartRollup, countSpan, EVENT_ROLLUP_DIMENSIONS } from './rollups';
+import { countHours, EVENT_ROLLUP_DIMENSIONS } from './rollups';
+import { planRead } from '../query/planner';
 import { bucketStarts, resolvePeriod } from '../query/period';
 import { createSqlDb, dropSqlDb, logHour, searchParams, insertLateEvents, sparseHours } from '../../test/support/sql-db';
 
@@ -161,10 +162,12 @@ async function pageBothWays(projectId: string, q: Record<string, unknown>): Prom
   let rollup = false;
   if (anchor && !params.page) {
     const start = params.start ? resolveBound(params.start, PROJECTS.find((p) => p.id === projectId)!.timezone, 'start').iso : undefined;
-    rollup = countSpan(
-      { projectId, events: params.events, startIso: start, anchorIso: `${anchor.createdAt.slice(0, 23)}999Z` },
-      { profileId: params.profileId, filters: params.filters },
-    ) !== null;
+    // The planner reads the count from events_hourly: no profileId, no filters, a whole hour.
+    const span = countHours({ startIso: start, anchorIso: `${anchor.createdAt.slice(0, 23)}999Z` });
+    rollup = span !== null && planRead({
+      side: 'events', target: 'totalCount', filters: params.filters.map((f) => f.name),
+      profileId: params.profileId !== undefined, wholeHours: true,
+    })?.family === 'events';
   }
   return { totalCount: a.meta.totalCount, rollup };
 }
@@ -185,7 +188,9 @@ function chartUsesRollup(projectId: string, q: Record<string, unknown>, now = NO
   const interval = params.interval ?? period.granularity;
   if (interval === 'minute') return false;
   const buckets = interval === period.granularity ? period.buckets : bucketStarts(period.start.getTime(), period.end.getTime(), interval, tz);
-  return chartRollup({ ...period, buckets }, item.segment, [...item.filters, ...params.filters], params.breakdowns) !== null;
+  // Unfiltered event counts read in layers: the event rollups (events_hourly, or a column's for a breakdown on it).
+  const filters = [...item.filters, ...params.filters];
+  return filters.length === 0 && seriesRead({ ...period, buckets }, item, filters, params.breakdowns, 'auto').kind === 'layered';
 }
 
 describe('export event rollups', () => {

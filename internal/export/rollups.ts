@@ -7,21 +7,29 @@
 // rollup_invalidations until the refresh catches up (the worker logs it in the transaction
 // that inserts or deletes the events). So a count over [start, end) is a layered read
 // (internal/query/layered.ts, one statement): rollup rows of the whole UTC hours not in the
-// log, raw events of the logged hours and of the partial hours at either edge. It is exact as long as every rolled-up hour lies inside one answer bucket: charts use the
-// rollups only when every bucket boundary inside the period is a whole UTC hour (zones with
-// whole-hour offsets; not Asia/Kolkata, not minute intervals). Only unfiltered reads: the
-// rollups keep no per-event data. Distinct counts (user, session, ...) are not additive over
-// hours and always read raw. Callers can force the raw path ('raw') for reference.
+// log, raw events of the logged hours and of the partial hours at either edge. It is exact as
+// long as every rolled-up hour lies inside one answer bucket: charts use the rollups only when
+// every bucket boundary inside the period is a whole UTC hour (zones with whole-hour offsets;
+// not Asia/Kolkata, not minute intervals). events_hourly serves unfiltered reads only: it
+// keeps no per-event data. Distinct counts (user, session, ...) are not additive over hours
+// (./sketches.ts). Callers can force the raw path ('raw') for reference.
 //
 // Charts also read the layers' days (sql/014_event_counts_daily.sql): a day listed complete in
 // event_counts_days, with no hour in the log, inside one chart bucket reads its
-// event_counts_daily rows instead of its ~24 hourly rows (rollupGroupedSql).
+// event_counts_daily rows instead of its ~24 hourly rows.
+//
+// Every event-count read is built here, once per shape: groupedSql (a chart series) and
+// totalCountSql (/export/events meta.totalCount). The planner's source picks the rows of each
+// layer (layerRows): events_hourly and event_counts_daily below, one column's rollups
+// (./column.ts) or the event cube (./cube.ts); the raw layers are the same for all.
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import { EVENT_ROLLUP_DIMENSIONS, planRead, type ReadRequest, type ReadSource, type ReadTarget } from '../query/planner';
+import { EVENT_ROLLUP_DIMENSIONS, type ReadRequest, type ReadSource, type ReadTarget } from '../query/planner';
 import type { ChartSegment } from './params';
 import { edges, layerCtes, perRow, rawParts, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
+import { columnPlanOf, columnRows } from './column';
+import { cubePlanOf, cubeRows } from './cube';
 
 /** What a caller may ask for: 'auto' uses the rollups where they are exact; 'raw' never. */
 export type ExportPath = 'auto' | 'raw';
@@ -56,32 +64,12 @@ export interface HourSpan {
 // ---------------------------------------------------------------------------------------
 // /export/events meta.totalCount
 
-export interface CountScope {
-  projectId: string;
-  /** Event names (empty = every name). */
-  events: readonly string[];
-  /** First instant counted (inclusive), `YYYY-MM-DDTHH:MM:SS.ffffffZ`; undefined = all time. */
-  startIso: string | undefined;
-  /** The walk's anchor: created_at of the newest counted event, same format. */
-  anchorIso: string;
-}
-
 /**
- * The hours a totalCount can take from the rollups: from the first whole hour at or after
- * `start` to the start of the anchor's hour (that hour is partial: counted raw). Null unless
- * the planner reads the count from events_hourly: no profileId, no filters, a whole hour.
+ * The whole hours of a totalCount: from the first at or after `startIso` (inclusive,
+ * `YYYY-MM-DDTHH:MM:SS.ffffffZ`; undefined = all time) to the hour of `anchorIso` (the walk's
+ * anchor: created_at of the newest counted event, same format), or null when none.
  */
-export function countSpan(scope: CountScope, opts: { profileId: string | undefined; filters: readonly Filter[]; path?: ExportPath }): HourSpan | null {
-  const span = countHours(scope);
-  const source = planRead({
-    side: 'events', target: 'totalCount', filters: opts.filters.map((f) => f.name),
-    profileId: opts.profileId !== undefined, path: opts.path ?? 'auto', wholeHours: span !== null,
-  });
-  return source?.family === 'events' ? span : null;
-}
-
-/** The whole hours from the first at or after the start to the anchor's hour, or null when none. */
-export function countHours(scope: Pick<CountScope, 'startIso' | 'anchorIso'>): HourSpan | null {
+export function countHours(scope: { startIso: string | undefined; anchorIso: string }): HourSpan | null {
   const to = floorHour(Date.parse(scope.anchorIso));
   let from = -Infinity;
   if (scope.startIso !== undefined) {
@@ -93,90 +81,6 @@ export function countHours(scope: Pick<CountScope, 'startIso' | 'anchorIso'>): H
   return { from: Number.isFinite(from) ? new Date(from) : null, to: new Date(to) };
 }
 
-/**
- * One statement giving `n` (text), the number of events matching `rawWhere` (alias `e`,
- * which must hold the project, start/end and event-name conditions) at or before the
- * anchor (`atOrBefore`, alias `e`): a layered read (internal/query/layered.ts) of `span`
- * without days: events_hourly rows of its unlogged hours, raw events of its logged hours,
- * of the head before it and of the tail from its end.
- */
-export function totalCountSql(
-  scope: CountScope,
-  span: HourSpan,
-  p: SqlParams,
-  rawWhere: (p: SqlParams) => string,
-  atOrBefore: (p: SqlParams) => string,
-): string {
-  const layers = countLayers(p.add(scope.projectId), span, p);
-  const names = scope.events.length ? p.add([...scope.events]) : null;
-  const named = (alias: string) => (names ? [`${alias}.name = ANY(${names}::text[])`] : []);
-  return countSql(layers, span, p, rawWhere, atOrBefore, [
-    `(SELECT coalesce(sum(r.count), 0) FROM ${unloggedRows(layers, 'events_hourly', named('r'))})`,
-    `(SELECT count(*) FROM ${rawPerHour('inv', '1', 'events e', [`e.project_id = ${layers.project}`, ...named('e')].join(' AND '), 'e.created_at', 'x')})`,
-  ]);
-}
-
-/** The layers of a totalCount over `span` (from null: all before `to`). */
-function countLayers(project: string, span: HourSpan, p: SqlParams, days?: string): Layers {
-  const from = span.from ? `${p.add(span.from.toISOString())}::timestamptz` : `'-infinity'::timestamptz`;
-  const to = `${p.add(span.to.toISOString())}::timestamptz`;
-  if (days === undefined) return { project, from, to };
-  // the span's other hours with events, from events_hourly (a few rows per hour, however long
-  // and sparse the span: a totalCount without start may reach back years)
-  return { project, from, to, days: { table: days }, hours: { listed: 'events_hourly' } };
-}
-
-/** `n` (text): the sum of the layers' `parts` and the raw edges (the tail up to the anchor). */
-function countSql(
-  layers: Layers,
-  span: HourSpan,
-  p: SqlParams,
-  rawWhere: (p: SqlParams) => string,
-  atOrBefore: (p: SqlParams) => string,
-  parts: string[],
-): string {
-  parts.push(`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND ${edges(layers, 'e.created_at', false, true)[0]} AND ${atOrBefore(p)})`);
-  if (span.from) parts.push(`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND ${edges(layers, 'e.created_at', true, false)[0]})`);
-  return `WITH ${layerCtes(layers)}
-    SELECT (${parts.join('\n      + ')})::text AS n`;
-}
-
-/**
- * Where a filtered totalCount (./cube.ts, ./column.ts) takes its whole hours: `daysRelation`
- * (alias m: project_id, bucket, hours) lists the complete local days; `daySql` gives the rows
- * of one such day `days.lo` and `hourSql` those of one hour `hrs.h` that pass the filters,
- * both with a `count` column.
- */
-export interface CountLayers {
-  daysRelation: string;
-  daySql: string;
-  hourSql: string;
-}
-
-/**
- * One statement giving `n` (text): the events matching `rawWhere` (alias `e`: project,
- * start/end, names and the filters) at or before the anchor, read in layers
- * (internal/query/layered.ts): the complete days of `span` none of whose hours is logged from
- * `daySql`, the span's other unlogged hours with events from `hourSql`, and raw events for the
- * logged hours and the partial hours at either edge. `project` is the project's placeholder
- * (already added to `p`).
- */
-export function layeredTotalCountSql(
-  src: CountLayers,
-  project: string,
-  span: HourSpan,
-  p: SqlParams,
-  rawWhere: (p: SqlParams) => string,
-  atOrBefore: (p: SqlParams) => string,
-): string {
-  const layers = countLayers(project, span, p, src.daysRelation);
-  return countSql(layers, span, p, rawWhere, atOrBefore, [
-    `(SELECT coalesce(sum(r.count), 0) FROM ${perRow('days', src.daySql, 'r')})`,
-    `(SELECT coalesce(sum(r.count), 0) FROM ${perRow('hrs', src.hourSql, 'r')})`,
-    `(SELECT count(*) FROM ${rawPerHour('inv', '1', 'events e', rawWhere(p), 'e.created_at', 'x')})`,
-  ]);
-}
-
 // ---------------------------------------------------------------------------------------
 // /export/charts
 
@@ -185,20 +89,6 @@ export interface ChartWindow {
   end: Date;
   /** Bucket starts, ascending; the first is <= start. */
   buckets: readonly Date[];
-}
-
-/** Where a rolled-up chart series reads its whole hours. */
-export interface ChartRollup {
-  /** Whole hours inside the window (both ends set). */
-  span: { from: Date; to: Date };
-  /** events_hourly or events_<column>_hourly. */
-  relation: string;
-  /** The breakdown value of a rollup row (alias `r`); null without a breakdown. */
-  value: string | null;
-  /** events_hourly rows: keep only what charts count (no bots, no session_start/session_end). */
-  chartedOnly: boolean;
-  /** The event_counts_daily dimension (sql/014): '' without a breakdown or on `name`, else the column. */
-  dimension: string;
 }
 
 /**
@@ -229,96 +119,84 @@ export function chartRequest(
   };
 }
 
+// ---------------------------------------------------------------------------------------
+// The layered reads: one builder per shape, the family gives its rows
+
 /**
- * The event-count read of an unfiltered series from `source` (events_hourly, or one column's
- * hourly rows for a breakdown on it), or null when the source is another.
+ * Which rows a layered read takes (chart series: charted events of `names`; totalCount with
+ * `every`: every event, bots and session_start / session_end too), under `filters` and grouped
+ * by `breakdown`. `project` is the project's placeholder (already added).
  */
-export function chartRollupOf(source: ReadSource | null, span: { from: Date; to: Date }, breakdown: string | undefined): ChartRollup | null {
-  if (source?.family === 'events') {
-    return { span, relation: 'events_hourly', value: breakdown === 'name' ? 'r.name' : null, chartedOnly: true, dimension: '' };
-  }
-  if (source?.family === 'event_column' && breakdown === source.column) {
-    return { span, relation: `events_${source.column}_hourly`, value: 'r.value', chartedOnly: false, dimension: source.column! };
-  }
-  return null;
+export interface RowQuery {
+  project: string;
+  /** Event names to keep (empty: all). */
+  names: readonly string[];
+  filters: readonly Filter[];
+  breakdown: string | undefined;
+  every: boolean;
 }
 
 /**
- * Whether a chart series over `window` reads the event-count rollups without filters, and
- * which: the planner's choice for its event counts when that is events_hourly (no breakdown
- * or one on `name`) or a column's rollups broken down by that column, with no filters.
+ * A family's rows per layer, each with a `count` column: `days.rows` those of one complete
+ * local day `days.lo` listed in `days.list` (a relation of project_id, bucket, hours), `hours`
+ * those of one hour `hrs.h`, or, `flat` and without days, those of every unlogged hour (the
+ * relation, alias r, and conditions of unloggedRows). `value` is a row's breakdown value
+ * (alias r; null without a breakdown).
  */
-export function chartRollup(
-  window: ChartWindow,
-  segment: ChartSegment,
-  filters: readonly Filter[],
-  breakdowns: readonly { name: string }[],
-  path: ExportPath = 'auto',
-): ChartRollup | null {
-  const span = chartSpan(window);
-  if (segment !== 'event' || filters.length > 0 || !span) return null;
-  return chartRollupOf(planRead(chartRequest(window, 'eventCount', filters, breakdowns, path)), span, breakdowns[0]?.name);
-}
-
-/**
- * Where one layered chart read takes its rows (alias `r` in `value`): `daySql` gives the rows
- * of one complete local day `days.lo` listed in `daysTable`, `hourSql` those of one hour
- * `hrs.h`; both with a `count` column and the breakdown column that `value` names. Each is
- * read in a LATERAL subquery kept by OFFSET 0 (index probes, whatever the row estimates).
- */
-export interface LayerSources {
-  daysTable: string;
-  daySql: string;
-  hourSql: string;
+export interface LayerRows {
+  days?: { list: string; rows: string };
+  hours: string | { flat: string; where: string[] };
   value: string | null;
 }
 
 /**
- * The `grouped` part of a chart series over the rollups, same columns and grouping sets as
- * the raw one: bucket (1-based width_bucket index; NULL on the total rows), b0 when there
- * is a breakdown, n (events) and value (text).
- *
- * `rawWhere`: the conditions of the raw query (alias `s`: project, window, not bots, not
- * session_start/session_end, the item's name); `rawValue`: the raw breakdown expression.
+ * The rows the planner's source (internal/query/planner.ts) keeps for `q`: events_hourly and
+ * event_counts_daily (below), one column's rollups (./column.ts) or the event cube (./cube.ts).
  */
-export function rollupGroupedSql(
-  plan: ChartRollup,
-  opts: { projectId: string; name: string; window: ChartWindow; rawWhere: string; rawValue: string | null },
-  p: SqlParams,
-): string {
-  const project = p.add(opts.projectId);
-  // Hourly rows of one hour `hrs.h` (alias x).
-  const hourWhere = [`x.project_id = ${project}`, 'x.bucket = hrs.h'];
-  if (plan.chartedOnly) hourWhere.push('NOT x.is_bot', `x.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`);
-  // Daily rows of one day `days.lo` (alias x): only charted events by construction.
-  const dayWhere = [`x.project_id = ${project}`, `x.dimension = ${p.add(plan.dimension)}`, 'x.bucket = days.lo'];
-  if (opts.name !== '*') {
-    const name = p.add(opts.name);
+export function layerRows(source: ReadSource, q: RowQuery, p: SqlParams): LayerRows {
+  if (source.family === 'event_column') return columnRows(columnPlanOf(source, q.breakdown)!, q, p);
+  if (source.family === 'event_cube') return cubeRows(cubePlanOf(q.filters, q.breakdown), q, p);
+  if (source.family !== 'events') throw new Error(`not an event-count source: ${source.id}`);
+  // events_hourly: per hour, name and bot flag, every event; no filters (the planner's entry).
+  if (q.every) {
+    // No daily layer holds every event: the unlogged hours are read flat.
+    return { hours: { flat: 'events_hourly', where: q.names.length ? [`r.name = ANY(${p.add([...q.names])}::text[])`] : [] }, value: null };
+  }
+  const hourWhere = [`x.project_id = ${q.project}`, 'x.bucket = hrs.h', 'NOT x.is_bot', `x.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`];
+  // event_counts_daily of dimension '': only charted events by construction (sql/014).
+  const dayWhere = [`x.project_id = ${q.project}`, `x.dimension = ${p.add('')}`, 'x.bucket = days.lo'];
+  if (q.names.length) {
+    const name = p.add(q.names[0]);
     hourWhere.push(`x.name = ${name}`);
     dayWhere.push(`x.name = ${name}`);
   }
-  return layeredGroupedSql({
-    daysTable: 'event_counts_days',
-    daySql: `SELECT * FROM event_counts_daily x WHERE ${dayWhere.join(' AND ')}`,
-    hourSql: `SELECT * FROM ${plan.relation} x WHERE ${hourWhere.join(' AND ')}`,
-    value: plan.value,
-  }, { ...opts, project, span: plan.span }, p);
+  return {
+    days: { list: 'event_counts_days', rows: `SELECT * FROM event_counts_daily x WHERE ${dayWhere.join(' AND ')}` },
+    hours: `SELECT * FROM events_hourly x WHERE ${hourWhere.join(' AND ')}`,
+    value: q.breakdown === 'name' ? 'r.name' : null,
+  };
 }
 
 /**
- * A chart series read in layers (internal/query/layered.ts; sources: the event rollups,
- * ./rollups.ts, one column's rollups, ./column.ts, or the event cube, ./cube.ts): complete
- * local days inside one chart bucket, none of their hours logged, from `daySql`; the span's
- * other hours that are not logged from `hourSql` (one index probe per hour, only between the
- * first and last hour with events: long periods with little data probe few hours); logged
- * hours and the partial hours at either edge from raw events.
+ * The `grouped` part of a chart series read in layers (internal/query/layered.ts), same
+ * columns and grouping sets as the raw one: bucket (1-based width_bucket index; NULL on the
+ * total rows), b0 when there is a breakdown, n (events) and value (text). Complete local days
+ * inside one chart bucket, none of their hours logged, from `rows.days`; the span's other hours
+ * that are not logged from `rows.hours` (one index probe per hour, only between the first and
+ * last hour with events: long periods with little data probe few hours); logged hours and the
+ * partial hours at either edge from raw events.
+ *
+ * `rawWhere`: the conditions of the raw query (alias `s`: project, window, not bots, not
+ * session_start/session_end, the item's name, the filters); `rawValue`: the raw breakdown
+ * expression.
  */
-export function layeredGroupedSql(
-  src: LayerSources,
+export function groupedSql(
+  rows: LayerRows,
   opts: { project: string; span: { from: Date; to: Date }; window: ChartWindow; rawWhere: string; rawValue: string | null },
   p: SqlParams,
 ): string {
   const { project, span } = opts;
+  if (!rows.days || typeof rows.hours !== 'string') throw new Error('a chart series reads days and hours');
   const from = `${p.add(span.from.toISOString())}::timestamptz`;
   const to = `${p.add(span.to.toISOString())}::timestamptz`;
   const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
@@ -326,19 +204,19 @@ export function layeredGroupedSql(
                                    ORDER BY e.created_at${order} LIMIT 1), 'UTC')`;
   const layers: Layers = {
     project, from, to,
-    days: { table: src.daysTable, starts },
+    days: { table: rows.days.list, starts },
     hours: { held: { lo: first(''), hi: first(' DESC') } },
   };
-  const b = src.value !== null;
+  const b = rows.value !== null;
   const parts = [
-    `SELECT days.bucket${b ? `, ${src.value} AS b0` : ''}, r.count AS n
-        FROM ${perRow('days', src.daySql, 'r')}`,
-    `SELECT width_bucket(hrs.h, ${starts})${b ? `, ${src.value}` : ''}, r.count
-        FROM ${perRow('hrs', src.hourSql, 'r')}`,
+    `SELECT days.bucket${b ? `, ${rows.value} AS b0` : ''}, r.count AS n
+        FROM ${perRow('days', rows.days.rows, 'r')}`,
+    `SELECT width_bucket(hrs.h, ${starts})${b ? `, ${rows.value}` : ''}, r.count
+        FROM ${perRow('hrs', rows.hours, 'r')}`,
     ...rawParts(layers, {
       columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}`, table: 'events s', where: opts.rawWhere, time: 's.created_at',
       head: span.from.getTime() > opts.window.start.getTime(), tail: span.to.getTime() < opts.window.end.getTime(),
-    }, (rows) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*) FROM ${rows}
+    }, (raw) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*) FROM ${raw}
         GROUP BY ${b ? '1, 2' : '1'}`),
   ];
   const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
@@ -348,4 +226,38 @@ export function layeredGroupedSql(
       )
       SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, sum(parts.n)::text AS value
       FROM parts GROUP BY GROUPING SETS (${sets})`;
+}
+
+/**
+ * One statement giving `n` (text): the events matching `rawWhere` (alias `e`: project,
+ * start/end, names and the filters) at or before the anchor (`atOrBefore`, alias `e`), read in
+ * layers (internal/query/layered.ts) over `span` (from null: all before `to`): the complete
+ * days none of whose hours is logged from `rows.days`, the span's other unlogged hours from
+ * `rows.hours` (per hour with events in events_hourly: few rows per hour, however long and
+ * sparse the span, and a totalCount without start may reach back years; or flat), raw events
+ * for the logged hours, the head before the span and the tail from its end.
+ */
+export function totalCountSql(
+  rows: LayerRows,
+  project: string,
+  span: HourSpan,
+  p: SqlParams,
+  rawWhere: (p: SqlParams) => string,
+  atOrBefore: (p: SqlParams) => string,
+): string {
+  const from = span.from ? `${p.add(span.from.toISOString())}::timestamptz` : `'-infinity'::timestamptz`;
+  const to = `${p.add(span.to.toISOString())}::timestamptz`;
+  const layers: Layers = rows.days
+    ? { project, from, to, days: { table: rows.days.list }, hours: { listed: 'events_hourly' } }
+    : { project, from, to };
+  const sum = (relation: string) => `(SELECT coalesce(sum(r.count), 0) FROM ${relation})`;
+  const parts = [
+    ...(rows.days ? [sum(perRow('days', rows.days.rows, 'r'))] : []),
+    sum(typeof rows.hours === 'string' ? perRow('hrs', rows.hours, 'r') : unloggedRows(layers, rows.hours.flat, rows.hours.where)),
+    `(SELECT count(*) FROM ${rawPerHour('inv', '1', 'events e', rawWhere(p), 'e.created_at', 'x')})`,
+    `(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND ${edges(layers, 'e.created_at', false, true)[0]} AND ${atOrBefore(p)})`,
+    ...(span.from ? [`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND ${edges(layers, 'e.created_at', true, false)[0]})`] : []),
+  ];
+  return `WITH ${layerCtes(layers)}
+    SELECT (${parts.join('\n      + ')})::text AS n`;
 }

@@ -10,9 +10,9 @@
 // PGlite engine), and for anything else, the raw path counts exactly.
 //
 // One statement (one snapshot):
-//   counts  exact event counts per (bucket, value) and per value (rollupGroupedSql): the
-//           event count `n` ranks the breakdown values exactly as the raw path does, and is
-//           the numerator of user_average;
+//   counts  exact event counts per (bucket, value) and per value (groupedSql of the event
+//           rollups): the event count `n` ranks the breakdown values exactly as the raw path
+//           does, and is the numerator of user_average;
 //   top     the `limit` values with most events (or the given ones for a previous period);
 //   sk      per series bucket and top value: the daily sketches of the complete local
 //           days (events_sketches_days) that lie inside the bucket with none of their hours
@@ -33,8 +33,8 @@ import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
 import { layerCtes, perRow, rawParts, unionAll, type Layers } from '../query/layered';
-import { planRead } from '../query/planner';
-import { chartRequest, chartRollup, chartSpan, rollupGroupedSql, type ChartRollup, type ChartWindow, type ExportPath } from './rollups';
+import { planRead, type ReadSource } from '../query/planner';
+import { chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow, type ExportPath } from './rollups';
 
 /** HyperLogLog parameters of every sketch (= HLL_PARAMS of internal/insights/rollups.ts and sql/011). */
 export const HLL_PARAMS = '14, 5, -1, 1';
@@ -43,22 +43,20 @@ export const HLL_PARAMS = '14, 5, -1, 1';
 export const SKETCH_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['user', 'session', 'user_average']);
 
 export interface SketchPlan {
-  /** Exact event counts of the series per bucket and breakdown value (the event rollups). */
-  counts: ChartRollup;
-  /** Exact event count of the series over the window, without breakdown (the threshold). */
-  total: ChartRollup;
-  /** events_sketches_hourly.dimension: '' without breakdown or for a breakdown on `name`. */
-  dimension: string;
-  /** Breakdown on `name`: the value is the sketch row's name. */
-  byName: boolean;
-  /** One breakdown. */
-  breakdown: boolean;
+  /** Whole hours inside the window. */
+  span: { from: Date; to: Date };
+  /** The source of the series' exact event counts per bucket and breakdown value (the event rollups). */
+  counts: ReadSource;
+  /** The source of its exact event count over the window, without breakdown (the threshold). */
+  total: ReadSource;
+  /** The one breakdown: `name` or a rolled-up column; undefined without. */
+  breakdown: string | undefined;
 }
 
 /**
  * Whether a series can be answered from the sketches when its window is large: segment
  * user, session or user_average, no filters, no breakdown or one on `name` or a rolled-up
- * column, every bucket boundary inside the window on a whole UTC hour (chartRollup).
+ * column, every bucket boundary inside the window on a whole UTC hour.
  */
 export function chartSketchPlan(
   window: ChartWindow,
@@ -67,16 +65,17 @@ export function chartSketchPlan(
   breakdowns: readonly { name: string }[],
   path: ExportPath = 'auto',
 ): SketchPlan | null {
-  if (!SKETCH_SEGMENTS.has(segment) || !chartSpan(window)) return null;
+  const span = chartSpan(window);
+  if (!SKETCH_SEGMENTS.has(segment) || !span) return null;
   // The planner's choice (internal/query/planner.ts); whether the sketches exist is checked
   // with the threshold, in one statement (sketchDecisionSql).
   if (planRead(chartRequest(window, 'distinctCount', filters, breakdowns, path))?.family !== 'event_sketches') return null;
   // The exact event counts (the threshold and the ranks) from the event rollups.
-  const counts = chartRollup(window, 'event', filters, breakdowns, path);
-  const total = breakdowns.length ? chartRollup(window, 'event', filters, [], path) : counts;
-  if (!counts || !total) return null;
-  const bd = breakdowns[0]?.name;
-  return { counts, total, dimension: bd === undefined || bd === 'name' ? '' : bd, byName: bd === 'name', breakdown: bd !== undefined };
+  const counts = planRead(chartRequest(window, 'eventCount', filters, breakdowns, path));
+  const total = breakdowns.length ? planRead(chartRequest(window, 'eventCount', filters, [], path)) : counts;
+  if (counts?.family !== 'events' && counts?.family !== 'event_column') return null;
+  if (total?.family !== 'events') return null;
+  return { span, counts, total, breakdown: breakdowns[0]?.name };
 }
 
 export interface SketchSeriesOptions {
@@ -99,7 +98,9 @@ export interface SketchSeriesOptions {
  * window (columns `sketches` boolean, `n` text).
  */
 export function sketchDecisionSql(plan: SketchPlan, opts: Pick<SketchSeriesOptions, 'projectId' | 'name' | 'window' | 'rawWhere'>, p: SqlParams): string {
-  const grouped = rollupGroupedSql(plan.total, { ...opts, rawValue: null }, p);
+  const project = p.add(opts.projectId);
+  const rows = layerRows(plan.total, { project, names: opts.name === '*' ? [] : [opts.name], filters: [], breakdown: undefined, every: false }, p);
+  const grouped = groupedSql(rows, { ...opts, project, span: plan.span, rawValue: null }, p);
   return `SELECT to_regclass('events_sketches_days') IS NOT NULL AS sketches,
       (SELECT g.n FROM (${grouped}) g WHERE g.bucket IS NULL)::text AS n`;
 }
@@ -110,11 +111,15 @@ export function sketchDecisionSql(plan: SketchPlan, opts: Pick<SketchSeriesOptio
  * query of charts.ts gives them.
  */
 export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: SqlParams): string {
-  const b = plan.breakdown;
-  const grouped = rollupGroupedSql(plan.counts, { ...opts, rawValue: opts.rawValue }, p);
+  const b = plan.breakdown !== undefined;
+  // A breakdown on `name`: the value is the sketch row's name (dimension '').
+  const byName = plan.breakdown === 'name';
   const project = p.add(opts.projectId);
-  const from = `${p.add(plan.counts.span.from.toISOString())}::timestamptz`;
-  const to = `${p.add(plan.counts.span.to.toISOString())}::timestamptz`;
+  const names = opts.name === '*' ? [] : [opts.name];
+  const rows = layerRows(plan.counts, { project, names, filters: [], breakdown: plan.breakdown, every: false }, p);
+  const grouped = groupedSql(rows, { ...opts, project, span: plan.span }, p);
+  const from = `${p.add(plan.span.from.toISOString())}::timestamptz`;
+  const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
   const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
   const users = opts.segment !== 'session';
 
@@ -128,10 +133,10 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
 
   // Stored sketch rows (alias r): the breakdown's dimension, the series' name (name '' is
   // every name: '*'; with a breakdown on name, every row of a name).
-  const rowValue = !b ? `''::text` : plan.byName ? 'r.name' : 'r.value';
-  const dimension = p.add(plan.dimension);
+  const rowValue = !b ? `''::text` : byName ? 'r.name' : 'r.value';
+  const dimension = p.add(b && !byName ? plan.breakdown : '');
   const rowWhere = [`r.project_id = ${project}`, `r.dimension = ${dimension}`];
-  if (plan.byName && opts.name === '*') rowWhere.push(`r.name <> ''`);
+  if (byName && opts.name === '*') rowWhere.push(`r.name <> ''`);
   else rowWhere.push(`r.name = ${p.add(opts.name === '*' ? '' : opts.name)}`);
   if (b) rowWhere.push(`${rowValue} IN (SELECT top.b0 FROM top)`);
   const sketch = `r.${users ? 'users' : 'sessions'}`;
@@ -162,7 +167,7 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
         FROM ${perRow('hrs', `SELECT * FROM events_sketches_hourly r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h`, 'r')}`,
     ...rawParts(layers, {
       columns: `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`, table: 'events s', where: `${opts.rawWhere}${rawCond}`, time: 's.created_at',
-      head: plan.counts.span.from.getTime() > opts.window.start.getTime(), tail: plan.counts.span.to.getTime() < opts.window.end.getTime(),
+      head: plan.span.from.getTime() > opts.window.start.getTime(), tail: plan.span.to.getTime() < opts.window.end.getTime(),
     }, rawPart),
   ];
 
