@@ -23,7 +23,7 @@ import { applyRetention } from '../store/maintenance';
 import type { Pool } from '../store/db';
 import {
   createSqlDb, dropSqlDb, migrationFiles, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore,
-  dailyLayerProjects, generateColumnEvents, DAILY_LAYER_TIME,
+  dailyLayerProjects, generateColumnEvents, DAILY_LAYER_TIME, DAILY_LAYER_FULL_HOURS,
 } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_colcount_${randomBytes(6).toString('hex')}`;
@@ -37,9 +37,13 @@ const UPGRADE_PROJECTS = PROJECTS.filter((p) => p.timezone === 'UTC' || p.timezo
 
 let pool: pg.Pool;
 
-/** The shared one-column dataset (test/support/sql-db.ts), 5% bots. */
-const generate = (db: pg.Pool, projectId: string, seed: number, n: number, from: string = FROM, to: string = TO) =>
-  generateColumnEvents(db, projectId, seed, n, { from, to, botShare: 0.05 });
+/**
+ * The one-column dataset (test/support/sql-db.ts), 5% bots; `full` for the shared one: every
+ * hour of DAILY_LAYER_FULL_HOURS (the DST days the pages' bounds cut), sparse hours elsewhere
+ * (the setup's cost is per refreshed hour).
+ */
+const generate = (db: pg.Pool, projectId: string, seed: number, n: number, from: string = FROM, to: string = TO, full?: typeof DAILY_LAYER_FULL_HOURS) =>
+  generateColumnEvents(db, projectId, seed, n, { from, to, botShare: 0.05, full });
 
 async function pageBoth(db: pg.Pool, projectId: string, q: Record<string, unknown>): Promise<[EventsPage, EventsPage]> {
   const params = parseEventsParams(searchParams({ limit: 5, ...q }));
@@ -73,21 +77,22 @@ const PAGES: Record<string, unknown>[] = [
   { filters: filters(f('city', 'is', 'Paris')), limit: 50 },
 ];
 
+/** Every page of every project asked both ways; the projects concurrently (two connections each: the pool's 8). */
 async function compareAll(db: pg.Pool, label: string, pages = PAGES, projects: readonly { id: string }[] = PROJECTS): Promise<number> {
   let n = 0;
-  for (const p of projects) {
+  await Promise.all(projects.map(async (p) => {
     for (const q of pages) {
       const [auto, raw] = await pageBoth(db, p.id, q);
       assert.deepEqual(auto, raw, `${label} ${p.id} page ${JSON.stringify(q)}`);
       n++;
     }
-  }
+  }));
   return n;
 }
 
 before(async () => {
   pool = await createSqlDb(DB_NAME);
-  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.4 + i / 10, 7_000), NOW_HOUR);
+  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.4 + i / 10, 7_000, FROM, TO, DAILY_LAYER_FULL_HOURS), NOW_HOUR);
 });
 
 after(async () => {

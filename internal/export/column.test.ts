@@ -21,7 +21,7 @@ import { parseChartParams, type ChartSegment } from './params';
 import type { ChartWindow } from './rollups';
 import type { Filter } from '../query/params';
 import {
-  createSqlDb, dropSqlDb, searchParams, prepareDailyLayerDataset, dailyLayerProjects, generateColumnEvents, DAILY_LAYER_TIME,
+  createSqlDb, dropSqlDb, searchParams, prepareDailyLayerDataset, dailyLayerProjects, generateColumnEvents, DAILY_LAYER_TIME, DAILY_LAYER_FULL_HOURS,
 } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_column_${randomBytes(6).toString('hex')}`;
@@ -30,8 +30,13 @@ const { FROM, TO, NOW, NOW_HOUR } = DAILY_LAYER_TIME;
 
 let pool: pg.Pool;
 
-/** The shared one-column dataset (test/support/sql-db.ts), 3% bots. */
-const generate = (db: pg.Pool, projectId: string, seed: number, n: number) => generateColumnEvents(db, projectId, seed, n, { botShare: 0.03 });
+/**
+ * The shared one-column dataset (test/support/sql-db.ts), 3% bots: every hour of the hourly
+ * periods below (DAILY_LAYER_FULL_HOURS), sparse hours elsewhere (the setup's cost is per
+ * refreshed hour).
+ */
+const generate = (db: pg.Pool, projectId: string, seed: number, n: number) =>
+  generateColumnEvents(db, projectId, seed, n, { botShare: 0.03, full: DAILY_LAYER_FULL_HOURS });
 
 async function chartBoth(db: pg.Pool, projectId: string, q: Record<string, unknown>): Promise<[ChartResponse, ChartResponse]> {
   const params = parseChartParams(searchParams(q));
@@ -73,9 +78,10 @@ const OTHER_SHAPES: Record<string, unknown>[] = [
   { series: s({ name: '*' }), breakdowns: bd('os'), filters: [f('os', 'is', 'iOS'), f('device', 'is', 'mobile')] },
 ];
 
+/** Every chart of every project asked both ways; the projects concurrently (two connections each: the pool's 8). */
 async function compareAll(db: pg.Pool, label: string, periods: Record<string, unknown>[], shapes: Record<string, unknown>[]): Promise<number> {
   let n = 0;
-  for (const p of PROJECTS) {
+  await Promise.all(PROJECTS.map(async (p) => {
     for (const period of periods) {
       for (const shape of shapes) {
         for (const previous of [false, true]) {
@@ -86,7 +92,7 @@ async function compareAll(db: pg.Pool, label: string, periods: Record<string, un
         }
       }
     }
-  }
+  }));
   return n;
 }
 

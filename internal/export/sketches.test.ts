@@ -21,7 +21,7 @@ import { getChart, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
 import { EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { chartSketchPlan } from './sketches';
-import { createSqlDb, dropSqlDb, logHour, searchParams } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, logHour, searchParams, sparseHours } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_export_sketches_${randomBytes(6).toString('hex')}`;
 
@@ -40,6 +40,20 @@ const LOW = 1500;
 let pool: pg.Pool;
 const exec = (sql: string, values: unknown[] = []) => pool.query(sql, values);
 
+/**
+ * Events in every hour of the hourly period below (2026-03-27..31 in every zone here, with
+ * Berlin's DST change) and around New York's (March 8); elsewhere in sparse hours (about three
+ * a day, other hours each day, so every local day edge is met): as many events, users and
+ * sessions in fewer (project, hour)s, since the setup's cost is per refreshed hour. FROM's
+ * first seven hours are full too: sparse hours move a time back up to six hours, never
+ * before FROM then (the days counted below are FROM's).
+ */
+const FULL_HOURS = [
+  [FROM, '2026-03-04T07:00:00Z'],
+  ['2026-03-06T22:00:00Z', '2026-03-10T05:00:00Z'],
+  ['2026-03-26T22:00:00Z', TO],
+] as const;
+
 async function generate(projectId: string, seed: number): Promise<void> {
   const c = await pool.connect();
   try {
@@ -48,7 +62,7 @@ async function generate(projectId: string, seed: number): Promise<void> {
       `INSERT INTO events (id, project_id, name, device_id, profile_id, session_id, created_at, country, city, path, browser, is_bot)
        SELECT gen_random_uuid(), $1, n.name, 'dev', 'user-' || floor(r.u1 * r.u1 * 6000)::int,
          CASE WHEN r.u5 < 0.08 THEN NULL ELSE md5($1 || floor(r.u2 * 12000)::text)::uuid END,
-         CASE WHEN r.i % 97 = 0 THEN date_trunc('hour', r.t) ELSE r.t END,
+         CASE WHEN r.i % 97 = 0 THEN date_trunc('hour', m.t) ELSE m.t END,
          (ARRAY['DE', 'US', 'FR', 'GB', ''])[1 + floor(r.u3 * r.u3 * 5)::int],
          (ARRAY['Berlin', 'Paris', 'Austin', ''])[1 + floor(r.u4 * 4)::int],
          (ARRAY['/', '/pricing', '/docs', '/blog', '/a', '/b', '/c', ''])[1 + floor(r.u4 * r.u2 * 8)::int],
@@ -59,6 +73,7 @@ async function generate(projectId: string, seed: number): Promise<void> {
            random() AS u1, random() AS u2, random() AS u3, random() AS u4, random() AS u5, random() AS u6, random() AS u7
          FROM generate_series(1, $4::int) i
        ) r
+       CROSS JOIN LATERAL (SELECT ${sparseHours('r.t', FULL_HOURS)} AS t) m
        CROSS JOIN LATERAL (SELECT (ARRAY['screen_view', 'screen_view', 'screen_view', 'click', 'purchase', 'session_start', 'session_end', '*'])[1 + floor(r.u7 * 8)::int] AS name) n`,
       [projectId, FROM, TO, EVENTS],
     );

@@ -166,16 +166,27 @@ export const DAILY_LAYER_TIME = {
 } as const;
 
 /**
+ * The hours of DAILY_LAYER_TIME a thinned daily-layer dataset fills completely (sparseHours):
+ * the hourly periods of those tests, around New York's (March 8) and Berlin's (March 29) DST
+ * changes, in every timezone there.
+ */
+export const DAILY_LAYER_FULL_HOURS = [
+  ['2026-03-06T22:00:00Z', '2026-03-10T05:00:00Z'],
+  ['2026-03-28T22:00:00Z', '2026-03-30T05:00:00Z'],
+] as const;
+
+/**
  * Events of one project with the column values the one-column rollup tests need (every
  * rolled-up column they filter on, '' values, LIKE and regex metacharacters, bots and the
- * service's session rows), `n` of them at random times in [from, to), seeded.
+ * service's session rows), `n` of them at random times in [from, to), seeded; with `full`,
+ * only in those hours and sparse hours elsewhere (sparseHours below).
  */
 export async function generateColumnEvents(
   db: pg.Pool,
   projectId: string,
   seed: number,
   n: number,
-  o: { from?: string; to?: string; botShare: number },
+  o: { from?: string; to?: string; botShare: number; full?: HourRanges },
 ): Promise<void> {
   const c = await db.connect();
   try {
@@ -184,7 +195,7 @@ export async function generateColumnEvents(
       `INSERT INTO events (id, project_id, name, device_id, profile_id, created_at, country, device, os, city, region, path,
                            referrer, utm_campaign, origin, model, is_bot)
        SELECT gen_random_uuid(), $1, n.name, 'dev', 'u' || floor(r.u1 * 500)::int,
-         CASE WHEN r.i % 97 = 0 THEN date_trunc('hour', r.t) ELSE r.t END,
+         CASE WHEN r.i % 97 = 0 THEN date_trunc('hour', m.t) ELSE m.t END,
          (ARRAY['DE', 'US', 'FR', ''])[1 + floor(r.u3 * r.u3 * 4)::int],
          (ARRAY['desktop', 'mobile', 'tablet', ''])[1 + floor(r.u2 * r.u2 * 4)::int],
          (ARRAY['Windows', 'iOS', 'Android', 'macOS'])[1 + floor(r.u5 * 4)::int],
@@ -202,6 +213,7 @@ export async function generateColumnEvents(
            random() AS u7, random() AS u8
          FROM generate_series(1, $4::int) i
        ) r
+       CROSS JOIN LATERAL (SELECT ${o.full ? sparseHours('r.t', o.full) : 'r.t'} AS t) m
        CROSS JOIN LATERAL (SELECT (ARRAY['screen_view', 'screen_view', 'click', 'purchase', 'session_start', 'session_end'])[1 + floor(r.u7 * 6)::int] AS name) n`,
       [projectId, o.from ?? DAILY_LAYER_TIME.FROM, o.to ?? DAILY_LAYER_TIME.TO, n, o.botShare],
     );
