@@ -5,7 +5,7 @@
 // service runs it). With --old <module>, a second builder (another checkout's
 // internal/insights/rollups.ts) is timed alternately with this one (A/B on the same data).
 //
-//   npx tsx bench/pages-explain.ts --db postgres://postgres@127.0.0.1:5432/bench_10m [--explain] [--n 30] [--old /path/rollups.ts]
+//   npx tsx bench/pages-explain.ts --db postgres://postgres@127.0.0.1:5432/bench_10m [--explain] [--n 30] [--old /path/rollups.ts] [--no-tail]
 import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
@@ -25,6 +25,7 @@ const { values } = parseArgs({
     old: { type: 'string' },
     range: { type: 'string', multiple: true },
     limit: { type: 'string', default: '10' },
+    'no-tail': { type: 'boolean', default: false },
   },
 });
 
@@ -39,6 +40,12 @@ async function main(): Promise<void> {
      ON CONFLICT DO NOTHING`,
     [MAIN_PROJECT],
   );
+  // --no-tail: the same reads with nothing logged for the main project (every hour from the
+  // rollups: generate.ts refreshed every hour), in a transaction rolled back at the end.
+  if (values['no-tail']) {
+    await db.query('BEGIN');
+    await db.query('DELETE FROM rollup_invalidations WHERE project_id = $1', [MAIN_PROJECT]);
+  }
   const builders: [string, Builder][] = [['new', rollupPagesSql]];
   if (values.old) builders.unshift(['old', ((await import(values.old)) as { rollupPagesSql: Builder }).rollupPagesSql]);
   const { rows: [tz] } = await db.query<{ timezone: string }>('SELECT timezone FROM projects WHERE id = $1', [MAIN_PROJECT]);
@@ -84,6 +91,7 @@ async function main(): Promise<void> {
       }
     }
   }
+  if (values['no-tail']) await db.query('ROLLBACK');
   await db.end();
 }
 
