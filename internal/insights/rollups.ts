@@ -434,15 +434,21 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
         JOIN ts ON ts.id = e.session_id AND ts.bucket = spans.bucket
         WHERE e.created_at >= ts.started_at
       ),
+      -- each layer summed per page first: the row estimates of the hourly layer (every hour of
+      -- the span times the rows of an average hour) otherwise made the planner sort ~20k rows
+      -- (a hash table over its work_mem at 10M events) instead of hashing them
       parts AS (
         SELECT r.origin COLLATE "C" AS origin, r.path COLLATE "C" AS path,
-               r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views
+               sum(r.sessions) AS sessions, sum(r.entries) AS entries, sum(r.bounces) AS bounces,
+               sum(r.timed_views) AS timed_views, sum(r.duration_ms) AS duration_ms, sum(r.views) AS views
         FROM rollup_pages_daily r
         WHERE r.project_id = ${b.project} AND r.bucket = ANY (${days})
+        GROUP BY r.origin COLLATE "C", r.path COLLATE "C"
         UNION ALL
         SELECT r.origin COLLATE "C", r.path COLLATE "C",
-               r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views
+               sum(r.sessions), sum(r.entries), sum(r.bounces), sum(r.timed_views), sum(r.duration_ms), sum(r.views)
         FROM ${perRow('hrs', `SELECT * FROM rollup_pages_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
+        GROUP BY r.origin COLLATE "C", r.path COLLATE "C"
         UNION ALL
         -- per page, then per (page, session) first: the distinct counts without sorting
         SELECT ps.origin, ps.path, count(*), count(*) FILTER (WHERE ps.entered), count(*) FILTER (WHERE ps.bounced),
