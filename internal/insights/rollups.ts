@@ -418,13 +418,15 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
       spans AS MATERIALIZED (
         SELECT ts.bucket, max(ts.last_event_at) AS until FROM ts GROUP BY ts.bucket
       ),
+      -- the views of the log hours' sessions: the columns of events_views_idx only (an index-only
+      -- scan; titles are looked up below for the returned rows alone)
       tv AS MATERIALIZED (
-        SELECT e.id, e.session_id, e.origin COLLATE "C" AS origin, e.path COLLATE "C" AS path, e.title, e.created_at,
+        SELECT e.session_id, e.origin COLLATE "C" AS origin, e.path COLLATE "C" AS path,
                e.duration_ms, ts.is_bounce, (ts.entry_origin = e.origin AND ts.entry_path = e.path) AS entered
         FROM spans
         -- LATERAL (kept by OFFSET 0): an index range scan per log hour, whatever the row estimates
         CROSS JOIN LATERAL (
-          SELECT e.id, e.session_id, e.origin, e.path, e.title, e.created_at, e.duration_ms FROM events e
+          SELECT e.session_id, e.origin, e.path, e.created_at, e.duration_ms FROM events e
           WHERE e.project_id = ${b.project} AND e.name = ${view}
             AND e.created_at >= spans.bucket AND e.created_at <= spans.until
           OFFSET 0
@@ -432,15 +434,21 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
         JOIN ts ON ts.id = e.session_id AND ts.bucket = spans.bucket
         WHERE e.created_at >= ts.started_at
       ),
+      -- each layer summed per page first: the row estimates of the hourly layer (every hour of
+      -- the span times the rows of an average hour) otherwise made the planner sort ~20k rows
+      -- (a hash table over its work_mem at 10M events) instead of hashing them
       parts AS (
         SELECT r.origin COLLATE "C" AS origin, r.path COLLATE "C" AS path,
-               r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views
+               sum(r.sessions) AS sessions, sum(r.entries) AS entries, sum(r.bounces) AS bounces,
+               sum(r.timed_views) AS timed_views, sum(r.duration_ms) AS duration_ms, sum(r.views) AS views
         FROM rollup_pages_daily r
         WHERE r.project_id = ${b.project} AND r.bucket = ANY (${days})
+        GROUP BY r.origin COLLATE "C", r.path COLLATE "C"
         UNION ALL
         SELECT r.origin COLLATE "C", r.path COLLATE "C",
-               r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views
+               sum(r.sessions), sum(r.entries), sum(r.bounces), sum(r.timed_views), sum(r.duration_ms), sum(r.views)
         FROM ${perRow('hrs', `SELECT * FROM rollup_pages_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
+        GROUP BY r.origin COLLATE "C", r.path COLLATE "C"
         UNION ALL
         -- per page, then per (page, session) first: the distinct counts without sorting
         SELECT ps.origin, ps.path, count(*), count(*) FILTER (WHERE ps.entered), count(*) FILTER (WHERE ps.bounced),
@@ -452,14 +460,6 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
           GROUP BY tv.origin, tv.path, tv.session_id
         ) ps
         GROUP BY ps.origin, ps.path
-      ),
-      -- the latest titled raw views of each page (several on a tie in time: the id decides below)
-      tail_titles AS MATERIALIZED (
-        SELECT tv.origin, tv.path, tv.title, tv.created_at, tv.id
-        FROM tv
-        JOIN (SELECT tv.origin, tv.path, max(tv.created_at) AS at FROM tv WHERE tv.title <> '' GROUP BY tv.origin, tv.path) latest
-          ON latest.origin = tv.origin AND latest.path = tv.path AND latest.at = tv.created_at
-        WHERE tv.title <> ''
       ),
       ranked AS (
         SELECT parts.origin, parts.path,
@@ -491,8 +491,19 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
                   ORDER BY x.title_at DESC, x.title_id DESC
                   LIMIT 1)
                  UNION ALL
-                 (SELECT v.title, v.created_at, v.id FROM tail_titles v
-                  WHERE v.origin = r.origin AND v.path = r.path)
+                 -- the latest titled view of the page among the views tv counts (a view of a
+                 -- log hour's session, from its start to its hour's span): read backwards from
+                 -- the title index, each candidate's session checked by its id
+                 (SELECT v.title, v.created_at, v.id FROM events v
+                  WHERE v.project_id = ${b.project} AND v.name = ${view} AND v.title <> ''
+                    AND v.path = r.path COLLATE "default" AND v.origin = r.origin COLLATE "default"
+                    AND v.created_at >= (SELECT min(spans.bucket) FROM spans) AND v.created_at <= (SELECT max(spans.until) FROM spans)
+                    AND EXISTS (
+                      SELECT 1 FROM sessions s
+                      WHERE s.id = v.session_id AND s.project_id = ${b.project} AND NOT s.is_bot AND v.created_at >= s.started_at
+                        AND v.created_at <= (SELECT spans.until FROM spans WHERE spans.bucket = date_trunc('hour', s.started_at, 'UTC')))
+                  ORDER BY v.created_at DESC, v.id DESC
+                  LIMIT 1)
                ) t
                ORDER BY t.at DESC, t.id DESC
                LIMIT 1), '') AS title
