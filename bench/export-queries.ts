@@ -33,7 +33,7 @@ import { createClient } from '../internal/store/accounts';
 import { createPool } from '../internal/store/db';
 import { refreshRollups } from '../internal/store/rollups';
 import { MAIN_PROJECT } from './generate';
-import { cleanupNamespace, fmt, machine, NATS_URL, percentile, queryBenchArgs, request, REDIS_URL, type Creds } from './query-support';
+import { cleanupNamespace, fmt, logLiveTail, machine, NATS_URL, percentile, queryBenchArgs, request, REDIS_URL, type Creds } from './query-support';
 import { writeSection as writeResultsSection } from './run';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -155,13 +155,7 @@ async function prepare(url: string): Promise<{ unlogged: number }> {
     while ((await refreshRollups(db, timescale, { before: new Date('9999-01-01T00:00:00Z'), limit: 500 })).buckets > 0);
     await db.query('VACUUM ANALYZE events_hourly');
     // The live tail: the last two hours of the main project's events.
-    await db.query(
-      `INSERT INTO rollup_invalidations (project_id, bucket)
-       SELECT $1, h FROM (SELECT date_trunc('hour', max(created_at), 'UTC') AS m FROM events WHERE project_id = $1) x,
-         LATERAL (VALUES (x.m), (x.m - interval '1 hour')) v(h)
-       ON CONFLICT DO NOTHING`,
-      [MAIN_PROJECT],
-    );
+    await logLiveTail(db, MAIN_PROJECT, 'events');
     if ((fix.rowCount ?? 0) > (gap.rows[0]?.n ?? 0)) throw new Error(`${fix.rowCount} hours without rollup rows, more than the ${gap.rows[0]?.n} generate.ts leaves out`);
     return { unlogged: gap.rows[0]?.n ?? 0 };
   } finally {

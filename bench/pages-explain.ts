@@ -14,6 +14,7 @@ import { SCREEN_VIEW } from '../internal/model/event';
 import { SqlParams } from '../internal/query/filters';
 import { resolvePeriod } from '../internal/query/period';
 import { MAIN_PROJECT } from './generate';
+import { logLiveTail } from './query-support';
 
 type Builder = typeof rollupPagesSql;
 
@@ -33,13 +34,7 @@ async function main(): Promise<void> {
   const db = new pg.Client({ connectionString: values.db });
   await db.connect();
   await db.query("SET jit = off");
-  await db.query(
-    `INSERT INTO rollup_invalidations (project_id, bucket)
-     SELECT $1, h FROM (SELECT date_trunc('hour', max(started_at), 'UTC') AS m FROM sessions WHERE project_id = $1) x,
-       LATERAL (VALUES (x.m), (x.m - interval '1 hour')) v(h)
-     ON CONFLICT DO NOTHING`,
-    [MAIN_PROJECT],
-  );
+  await logLiveTail(db, MAIN_PROJECT, 'sessions');
   // --no-tail: the same reads with nothing logged for the main project (every hour from the
   // rollups: generate.ts refreshed every hour), in a transaction rolled back at the end.
   if (values['no-tail']) {

@@ -28,7 +28,7 @@ import { generateSecret, hashSecret } from '../internal/auth/secrets';
 import { loadConfig } from '../internal/config/config';
 import { createClient } from '../internal/store/accounts';
 import { MAIN_PROJECT } from './generate';
-import { cleanupNamespace, fmt, machine, NATS_URL, percentile, queryBenchArgs, request, REDIS_URL, type Creds } from './query-support';
+import { cleanupNamespace, fmt, logLiveTail, machine, NATS_URL, percentile, queryBenchArgs, request, REDIS_URL, type Creds } from './query-support';
 import { writeSection as writeResultsSection } from './run';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -122,13 +122,7 @@ async function runOne(url: string): Promise<DbRun> {
   for (const r of m.rows) meta[r.key] = r.value;
   const label = size!.events >= 1_000_000 ? `${Math.round(size!.events / 1_000_000)}M` : `${Math.round(size!.events / 1000)}k`;
   // The live tail: the last two hours of data are "still changing" (logged, not rolled up).
-  await db.query(
-    `INSERT INTO rollup_invalidations (project_id, bucket)
-     SELECT $1, h FROM (SELECT date_trunc('hour', max(started_at), 'UTC') AS m FROM sessions WHERE project_id = $1) x,
-       LATERAL (VALUES (x.m), (x.m - interval '1 hour')) v(h)
-     ON CONFLICT DO NOTHING`,
-    [MAIN_PROJECT],
-  );
+  await logLiveTail(db, MAIN_PROJECT, 'sessions');
   const namespace = `bq-${randomBytes(4).toString('hex')}`;
   const cfg = loadConfig({
     PORT: '0', METRICS_PORT: '0', DATABASE_URL: url, NATS_URL, REDIS_URL, TIDEMARK_NAMESPACE: namespace,

@@ -113,3 +113,19 @@ export async function machine(url: string): Promise<Record<string, string>> {
     memory: `${Math.round(os.totalmem() / 2 ** 30)} GiB`,
   };
 }
+
+/**
+ * The live tail the query benches read: the last two hours of `project`'s data (by its
+ * sessions' starts or its events' times) logged in rollup_invalidations, as the worker keeps
+ * the current and the previous hour ("still changing": read raw, not from the rollups).
+ */
+export async function logLiveTail(db: Pick<pg.ClientBase, 'query'>, project: string, by: 'sessions' | 'events'): Promise<void> {
+  const time = by === 'sessions' ? 'started_at' : 'created_at';
+  await db.query(
+    `INSERT INTO rollup_invalidations (project_id, bucket)
+     SELECT $1, h FROM (SELECT date_trunc('hour', max(${time}), 'UTC') AS m FROM ${by} WHERE project_id = $1) x,
+       LATERAL (VALUES (x.m), (x.m - interval '1 hour')) v(h)
+     ON CONFLICT DO NOTHING`,
+    [project],
+  );
+}
