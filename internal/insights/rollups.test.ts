@@ -164,7 +164,32 @@ async function logHour(c: pg.ClientBase, projectId: string, at: Date): Promise<v
   await c.query(`UPDATE rollup_invalidations SET version = nextval('rollup_version_seq') WHERE project_id = $1 AND bucket = $2`, [projectId, hour]);
 }
 
+/** The database of the tests without hll (below), built beside the shared dataset: started first in before(). */
+const NOHLL_NAME = `tidemark_test_nohll_${randomBytes(6).toString('hex')}`;
+let noHll: Promise<pg.Pool> | undefined;
+
+async function createNoHllDb(): Promise<pg.Pool> {
+  // The migrations as on a server without the package: pg_available_extensions has no hll.
+  const db = await createSqlDb(NOHLL_NAME, {
+    max: 4,
+    edit: (file, sql) => {
+      if (file !== '008_rollup_visitors.sql') return sql;
+      assert.match(sql, /pg_available_extensions WHERE name = 'hll'/);
+      return sql.replace(/name = 'hll'/g, "name = 'hll_not_on_this_server'");
+    },
+  });
+  await db.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [MANY.id, 'UTC']);
+  await generateVisitors(db, MANY.id);
+  await db.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions`);
+  while ((await refreshRollups(db, false, { before: new Date('2026-10-01T00:00:00Z') })).buckets > 0);
+  await db.query('ANALYZE');
+  return db;
+}
+
 before(async () => {
+  // (its own database, so its refresh does not wait for this one's; a failure is its tests')
+  noHll = createNoHllDb();
+  noHll.catch(() => {});
   pool = await createSqlDb(DB_NAME);
   for (const [i, p] of PROJECTS.entries()) {
     await exec('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
@@ -202,6 +227,7 @@ before(async () => {
 
 after(async () => {
   await dropSqlDb(pool, DB_NAME);
+  await dropSqlDb(await noHll?.catch(() => undefined), NOHLL_NAME);
 });
 
 // ---------------------------------------------------------------------------------------
@@ -677,28 +703,10 @@ describe('unique visitors: exact up to the threshold, HyperLogLog sketches above
 });
 
 describe('unique visitors without the hll extension', () => {
-  const NAME = `tidemark_test_nohll_${randomBytes(6).toString('hex')}`;
   let db: pg.Pool;
 
   before(async () => {
-    // The migrations as on a server without the package: pg_available_extensions has no hll.
-    db = await createSqlDb(NAME, {
-      max: 4,
-      edit: (file, sql) => {
-        if (file !== '008_rollup_visitors.sql') return sql;
-        assert.match(sql, /pg_available_extensions WHERE name = 'hll'/);
-        return sql.replace(/name = 'hll'/g, "name = 'hll_not_on_this_server'");
-      },
-    });
-    await db.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [MANY.id, 'UTC']);
-    await generateVisitors(db, MANY.id);
-    await db.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions`);
-    while ((await refreshRollups(db, false, { before: new Date('2026-10-01T00:00:00Z') })).buckets > 0);
-    await db.query('ANALYZE');
-  });
-
-  after(async () => {
-    await dropSqlDb(db, NAME);
+    db = await noHll!;
   });
 
   it('the migration creates no sketches and registers none; the refresh job still runs', async () => {
