@@ -361,41 +361,54 @@ async function sameAnswers(ctx: ReadContext, phase: string, tally: Tally): Promi
     metricQueries.push({ ...PERIODS[queries.periods[k]! % 4]!, filters: FILTER_CASES[fi]! });
     metricQueries.push({ ...PERIODS[(queries.periods[k + 4]! % 5) + 2]!, filters: FILTER_CASES[fi]! });
   });
-  for (const q of metricQueries) {
-    const params = parsePeriodParams(query(q));
-    const raw = await getMetrics(env.db, projectId, params, now, RAW);
-    assert.deepStrictEqual(await getMetrics(env.db, projectId, params, now, AUTO), raw, label('metrics', q));
-    if (hll) assert.deepStrictEqual(await getMetrics(env.db, projectId, params, now, SKETCHES), raw, label('metrics from sketches', q));
-    count(q, 'metrics', raw.metrics.total_sessions > 0);
-  }
+  // The six kinds of read below are independent of each other (reads only): they run in three
+  // lanes side by side (metrics; breakdowns and pages; export events and charts), each read
+  // holding one of env.db's four connections, so none waits for one; the first failure is
+  // thrown once every lane has settled.
+  const kinds: (() => Promise<void>)[] = [];
+  kinds.push(async () => {
+    for (const q of metricQueries) {
+      const params = parsePeriodParams(query(q));
+      const raw = await getMetrics(env.db, projectId, params, now, RAW);
+      assert.deepStrictEqual(await getMetrics(env.db, projectId, params, now, AUTO), raw, label('metrics', q));
+      if (hll) assert.deepStrictEqual(await getMetrics(env.db, projectId, params, now, SKETCHES), raw, label('metrics from sketches', q));
+      count(q, 'metrics', raw.metrics.total_sessions > 0);
+    }
+  });
 
   // Breakdowns: the drawn dimensions, each under a drawn filter (or none), whole and by 3s.
-  for (const [k, dim] of queries.dims.entries()) {
-    const fi = queries.breakdownFilters[k]!;
-    const q: Q = { ...PERIODS[queries.periods[k]! % 8]!, ...(fi >= 0 ? { filters: FILTER_CASES[fi]! } : {}) };
-    const base = parsePageParams(query(q));
-    const expected = await allRows((p) => getBreakdown(env.db, projectId, dim, p, now, RAW), base, 50);
-    assert.deepStrictEqual(await allRows((p) => getBreakdown(env.db, projectId, dim, p, now, AUTO), base, 50), expected, label(`breakdown ${dim}`, q));
-    assert.deepStrictEqual(await allRows((p) => getBreakdown(env.db, projectId, dim, p, now, AUTO), base, 3), expected, label(`breakdown ${dim} by 3s`, q));
-    count(q, dim, expected.length > 0);
-  }
+  kinds.push(async () => {
+    for (const [k, dim] of queries.dims.entries()) {
+      const fi = queries.breakdownFilters[k]!;
+      const q: Q = { ...PERIODS[queries.periods[k]! % 8]!, ...(fi >= 0 ? { filters: FILTER_CASES[fi]! } : {}) };
+      const base = parsePageParams(query(q));
+      const expected = await allRows((p) => getBreakdown(env.db, projectId, dim, p, now, RAW), base, 50);
+      assert.deepStrictEqual(await allRows((p) => getBreakdown(env.db, projectId, dim, p, now, AUTO), base, 50), expected, label(`breakdown ${dim}`, q));
+      assert.deepStrictEqual(await allRows((p) => getBreakdown(env.db, projectId, dim, p, now, AUTO), base, 3), expected, label(`breakdown ${dim} by 3s`, q));
+      count(q, dim, expected.length > 0);
+    }
+  });
   // Unfiltered breakdowns of two cube dimensions over the whole traffic (always rollup-eligible).
-  for (const dim of ['device', 'referrer_name'] as BreakdownDimension[]) {
-    const q: Q = PERIODS[7]!;
-    const base = parsePageParams(query(q));
-    const expected = await allRows((p) => getBreakdown(env.db, projectId, dim, p, now, RAW), base, 50);
-    assert.deepStrictEqual(await allRows((p) => getBreakdown(env.db, projectId, dim, p, now, AUTO), base, 50), expected, label(`breakdown ${dim}`, q));
-    count(q, dim, expected.length > 0);
-  }
+  kinds.push(async () => {
+    for (const dim of ['device', 'referrer_name'] as BreakdownDimension[]) {
+      const q: Q = PERIODS[7]!;
+      const base = parsePageParams(query(q));
+      const expected = await allRows((p) => getBreakdown(env.db, projectId, dim, p, now, RAW), base, 50);
+      assert.deepStrictEqual(await allRows((p) => getBreakdown(env.db, projectId, dim, p, now, AUTO), base, 50), expected, label(`breakdown ${dim}`, q));
+      count(q, dim, expected.length > 0);
+    }
+  });
 
   // Pages: the DST day, the whole span, and one filtered; whole and by 4s.
-  for (const q of [PERIODS[0]!, PERIODS[7]!, { ...PERIODS[2]!, filters: FILTER_CASES[queries.filterCases[0]!]! }]) {
-    const base = parsePageParams(query(q));
-    const expected = await allRows((p) => getPages(env.db, projectId, p, now, RAW), base, 50);
-    assert.deepStrictEqual(await allRows((p) => getPages(env.db, projectId, p, now, AUTO), base, 50), expected, label('pages', q));
-    assert.deepStrictEqual(await allRows((p) => getPages(env.db, projectId, p, now, AUTO), base, 4), expected, label('pages by 4s', q));
-    count(q, 'pages', expected.length > 0);
-  }
+  kinds.push(async () => {
+    for (const q of [PERIODS[0]!, PERIODS[7]!, { ...PERIODS[2]!, filters: FILTER_CASES[queries.filterCases[0]!]! }]) {
+      const base = parsePageParams(query(q));
+      const expected = await allRows((p) => getPages(env.db, projectId, p, now, RAW), base, 50);
+      assert.deepStrictEqual(await allRows((p) => getPages(env.db, projectId, p, now, AUTO), base, 50), expected, label('pages', q));
+      assert.deepStrictEqual(await allRows((p) => getPages(env.db, projectId, p, now, AUTO), base, 4), expected, label('pages by 4s', q));
+      count(q, 'pages', expected.length > 0);
+    }
+  });
 
   // Export events: pages 1..3 by number (meta.totalCount from the rollups on the auto path).
   const startOfLocal = (n: number) => new Date(startOfDay(addDays(day, n), tz));
@@ -409,29 +422,31 @@ async function sameAnswers(ctx: ReadContext, phase: string, tally: Tally): Promi
     { limit: '5', start: new Date(startOfLocal(0).getTime() + 3 * HOUR).toISOString(), end: new Date(startOfLocal(1).getTime() + 17 * MIN + 12_345).toISOString() },
     { limit: '8', filters: JSON.stringify([f('device', 'isNot', 'desktop'), f('country', 'isNot', 'GB')]), end: d(1) },
   ];
-  for (const ci of queries.eventCases) {
-    const c = EVENT_CASES[ci]!;
-    for (let page = 1; page <= 3; page++) {
-      const q = new URLSearchParams();
-      for (const [k, v] of Object.entries(c)) for (const x of [v].flat()) q.append(k, x);
-      q.set('page', String(page));
-      const params = parseEventsParams(q);
-      const raw = await getEventsPage(env.db, projectId, params, { path: 'raw' });
-      assert.deepStrictEqual(await getEventsPage(env.db, projectId, params), raw, label('export events', q.toString()));
-      tally.reads++;
-      if (raw.meta.totalCount > 0) tally.nonEmpty++;
-      if (page === 1 && raw.meta.cursor) {
-        // The page after page 1's cursor (the total carried in the cursor) is page 2 by number.
-        q.delete('page');
-        q.set('cursor', raw.meta.cursor);
-        const next = await getEventsPage(env.db, projectId, parseEventsParams(q), { path: 'raw' });
-        q.delete('cursor');
-        q.set('page', '2');
-        assert.deepStrictEqual(await getEventsPage(env.db, projectId, parseEventsParams(q)), next, label('export events cursor = page 2', q.toString()));
+  kinds.push(async () => {
+    for (const ci of queries.eventCases) {
+      const c = EVENT_CASES[ci]!;
+      for (let page = 1; page <= 3; page++) {
+        const q = new URLSearchParams();
+        for (const [k, v] of Object.entries(c)) for (const x of [v].flat()) q.append(k, x);
+        q.set('page', String(page));
+        const params = parseEventsParams(q);
+        const raw = await getEventsPage(env.db, projectId, params, { path: 'raw' });
+        assert.deepStrictEqual(await getEventsPage(env.db, projectId, params), raw, label('export events', q.toString()));
+        tally.reads++;
+        if (raw.meta.totalCount > 0) tally.nonEmpty++;
+        if (page === 1 && raw.meta.cursor) {
+          // The page after page 1's cursor (the total carried in the cursor) is page 2 by number.
+          q.delete('page');
+          q.set('cursor', raw.meta.cursor);
+          const next = await getEventsPage(env.db, projectId, parseEventsParams(q), { path: 'raw' });
+          q.delete('cursor');
+          q.set('page', '2');
+          assert.deepStrictEqual(await getEventsPage(env.db, projectId, parseEventsParams(q)), next, label('export events cursor = page 2', q.toString()));
+        }
+        if (page >= raw.meta.pages) break;
       }
-      if (page >= raw.meta.pages) break;
     }
-  }
+  });
 
   // Export charts: event counts (plain, by name, by a column, filtered on a column or the
   // cube's columns), property sum / min / max / average, distinct users and sessions.
@@ -450,17 +465,26 @@ async function sameAnswers(ctx: ReadContext, phase: string, tally: Tally): Promi
     { series: [{ name: '*', segment: 'property_max', property: 'properties.n' }, { name: 'screen_view' }], range: '3m', interval: 'month', breakdowns: [{ name: 'path' }] },
     { series: [{ name: '*', filters: [f('country', 'is', 'US')] }, { name: 'signup', filters: [f('utm_source', 'is', 'newsletter')] }], startDate: d(-1), endDate: d(1), interval: 'hour', breakdowns: [{ name: 'country' }], previous: 'true' },
   ];
-  for (const ci of queries.chartCases) {
-    const c = CHART_CASES[ci]!;
-    const params = parseChartParams(query(c));
-    const raw = await getChart(env.db, projectId, params, now, { path: 'raw' });
-    assert.deepStrictEqual(await getChart(env.db, projectId, params, now), raw, label('export chart', c));
-    if (hll && params.series.some((x) => x.segment === 'user' || x.segment === 'session')) {
-      assert.deepStrictEqual(await getChart(env.db, projectId, params, now, { exactVisitorsMax: 0 }), raw, label('export chart from sketches', c));
+  kinds.push(async () => {
+    for (const ci of queries.chartCases) {
+      const c = CHART_CASES[ci]!;
+      const params = parseChartParams(query(c));
+      const raw = await getChart(env.db, projectId, params, now, { path: 'raw' });
+      assert.deepStrictEqual(await getChart(env.db, projectId, params, now), raw, label('export chart', c));
+      if (hll && params.series.some((x) => x.segment === 'user' || x.segment === 'session')) {
+        assert.deepStrictEqual(await getChart(env.db, projectId, params, now, { exactVisitorsMax: 0 }), raw, label('export chart from sketches', c));
+      }
+      tally.reads++;
+      if (raw.series.some((s) => s.data.some((p) => p.count !== 0))) tally.nonEmpty++;
     }
-    tally.reads++;
-    if (raw.series.some((s) => s.data.some((p) => p.count !== 0))) tally.nonEmpty++;
-  }
+  });
+  const lanes = [[kinds[0]!], [kinds[1]!, kinds[2]!, kinds[3]!], [kinds[4]!, kinds[5]!]];
+  assert.equal(lanes.flat().length, kinds.length);
+  const settled = await Promise.allSettled(lanes.map(async (lane) => {
+    for (const kind of lane) await kind();
+  }));
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 // ---------------------------------------------------------------- the runs

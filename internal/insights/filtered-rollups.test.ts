@@ -21,7 +21,7 @@ import {
   HLL_ERROR_BOUND, HLL_PARAMS, insightsRequest, planFor, rollupMetricsSql, type PlanTarget,
 } from './rollups';
 import { getBreakdown, getMetrics, type InsightsOptions } from './service';
-import { allRows, dropSqlDb, searchParams } from '../../test/support/sql-db';
+import { allRows, dropSqlDb, searchParams, sparseHours, type HourRanges } from '../../test/support/sql-db';
 
 const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DB_NAME = `tidemark_test_frollups_${randomBytes(6).toString('hex')}`;
@@ -36,18 +36,36 @@ const PROJECTS = [
 ] as const;
 /** Many visitors (beyond the sketches' exact lists), for the estimates. */
 const MANY = { id: 'f_many', timezone: 'UTC', from: '2026-10-10T00:00:00Z', to: '2026-10-20T00:00:00Z', sessions: 36_000, profiles: 20_000 };
+/** Its hours with sessions: every hour of the two days charted by the hour, sparse hours elsewhere (as FULL_HOURS below: 77 hours, not 240). */
+const MANY_FULL_HOURS: HourRanges = [['2026-10-12T00:00:00Z', '2026-10-14T00:00:00Z']];
 
 /** Around the autumn DST changes of Berlin (10-25) and New York (11-01). */
 const WINDOW = ['2026-10-18T00:00:00Z', '2026-11-03T12:00:00Z', 2000] as const;
 /** Hours before this are rolled up; the later ones stay in the log. */
 const REFRESHED_BEFORE = new Date('2026-10-29T00:00:00Z');
+/**
+ * Every hour of WINDOW has sessions in these ranges: the days the tests single out (2026-10-20
+ * to 22, in UTC, Berlin and New York), the DST day of Berlin (10-25, in Berlin and New York)
+ * and the hours never rolled up (from REFRESHED_BEFORE: New York's DST day, today). Elsewhere,
+ * sessions fall only in the UTC hours numbered 0 mod 7 (about three a day, other hours each
+ * day, so every local day edge is met): as many sessions in half the refreshed hours (the
+ * setup's cost is per refreshed hour).
+ */
+const FULL_HOURS: HourRanges = [
+  ['2026-10-19T22:00:00Z', '2026-10-23T04:00:00Z'],
+  ['2026-10-24T22:00:00Z', '2026-10-26T04:00:00Z'],
+  [REFRESHED_BEFORE.toISOString(), WINDOW[1]],
+];
 const NOW = new Date('2026-11-03T09:30:00Z');
 
 let pool: pg.Pool;
 const exec = (sql: string, values: unknown[] = []) => pool.query(sql, values);
 
-/** Sessions with the values the filter cases need: '' everywhere, prefixed homonyms, LIKE/regex metacharacters. */
-async function generate(projectId: string, seed: number, from: string, to: string, count: number, profiles: number): Promise<void> {
+/**
+ * Sessions with the values the filter cases need: '' everywhere, prefixed homonyms, LIKE/regex
+ * metacharacters; in every hour of `full` and sparse hours elsewhere (sparseHours).
+ */
+async function generate(projectId: string, seed: number, from: string, to: string, count: number, profiles: number, full: HourRanges): Promise<void> {
   const c = await pool.connect();
   try {
     await c.query('SELECT setseed($1)', [seed]);
@@ -64,10 +82,10 @@ async function generate(projectId: string, seed: number, from: string, to: strin
          SELECT g, random() AS t0, random() AS pv, random() AS b, random() AS u1, random() AS u2, random() AS u3, random() AS u4, random() AS u5
          FROM generate_series(1, $4::int) g
        ) r
+       CROSS JOIN LATERAL (SELECT ${sparseHours('($2::timestamptz + r.t0 * ($3::timestamptz - $2::timestamptz))', full)} AS t0) m
        CROSS JOIN LATERAL (SELECT
          -- some sessions exactly on hour edges
-         CASE WHEN r.g % 53 = 0 THEN date_trunc('hour', $2::timestamptz + r.t0 * ($3::timestamptz - $2::timestamptz))
-              ELSE $2::timestamptz + r.t0 * ($3::timestamptz - $2::timestamptz) END AS t,
+         CASE WHEN r.g % 53 = 0 THEN date_trunc('hour', m.t0) ELSE m.t0 END AS t,
          CASE WHEN r.u1 < 0.3 THEN 0 ELSE floor(r.u1 * 900000)::bigint END AS dur,
          floor(r.u2 * 4)::int AS views) t
        CROSS JOIN LATERAL (SELECT * FROM (VALUES
@@ -115,10 +133,10 @@ before(async () => {
   await migrate(pool);
   for (const [i, p] of PROJECTS.entries()) {
     await exec('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
-    await generate(p.id, 0.2 + i / 10, WINDOW[0], WINDOW[1], WINDOW[2], 900);
+    await generate(p.id, 0.2 + i / 10, WINDOW[0], WINDOW[1], WINDOW[2], 900, FULL_HOURS);
   }
   await exec('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [MANY.id, MANY.timezone]);
-  await generate(MANY.id, 0.77, MANY.from, MANY.to, MANY.sessions, MANY.profiles);
+  await generate(MANY.id, 0.77, MANY.from, MANY.to, MANY.sessions, MANY.profiles, MANY_FULL_HOURS);
   // As the worker does: every hour with sessions logged; only those before REFRESHED_BEFORE
   // rolled up; then every 5th rolled-up hour of the odd UTC days logged again (changed, not yet
   // refreshed), some by several writer shards: the even days stay whole for the cube's daily rows.

@@ -464,10 +464,12 @@ before(async () => {
     }
     // As the worker does: every hour with sessions is logged for the rollup refresh. The
     // hours before 2026-03-10 12:00Z are then rolled up, the later ones stay in the log, so
-    // unfiltered queries read rollups and the raw tail together (rollups.ts).
+    // unfiltered queries read rollups and the raw tail together (rollups.ts). Not p_kol's:
+    // Asia/Kolkata buckets are never whole UTC hours, so its reads are raw and its rollups
+    // would be a quarter of the refresh for nothing (unrefreshed, a rollup read would show).
     await client.query(
       `INSERT INTO rollup_invalidations (project_id, bucket)
-       SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions`,
+       SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions WHERE project_id <> 'p_kol'`,
     );
     while ((await refreshRollups(pool, false, { before: new Date('2026-03-10T12:00:00Z') })).buckets > 0);
     await client.query('ANALYZE');
