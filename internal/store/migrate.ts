@@ -1,5 +1,6 @@
-// Applies the numbered plain-SQL migrations in sql/ once each, in order, under an advisory
-// lock so that several processes starting together do not race.
+// Applies the numbered plain-SQL migrations in sql/ once each, in order, then the functions
+// of sql/functions/ (each file one function's current body, CREATE OR REPLACE), under an
+// advisory lock so that several processes starting together do not race.
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -15,6 +16,22 @@ export interface MigrateResult {
 
 export async function listMigrations(dir = SQL_DIR): Promise<string[]> {
   return (await readdir(dir)).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
+}
+
+/** The function files of `dir`/functions (sql/functions/README.md), in name order. */
+export async function listRoutines(dir = SQL_DIR): Promise<string[]> {
+  const files = await readdir(path.join(dir, 'functions')).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return [] as string[];
+    throw err;
+  });
+  return files.filter((f) => /^[a-z_0-9]+\.sql$/.test(f)).sort();
+}
+
+/** The SQL that creates or replaces every function of sql/functions/, in one string. */
+export async function routinesSql(dir = SQL_DIR): Promise<string> {
+  const parts: string[] = [];
+  for (const file of await listRoutines(dir)) parts.push(await readFile(path.join(dir, 'functions', file), 'utf8'));
+  return parts.join('\n');
 }
 
 export async function migrate(pool: Pool, dir = SQL_DIR): Promise<MigrateResult> {
@@ -40,6 +57,19 @@ export async function migrate(pool: Pool, dir = SQL_DIR): Promise<MigrateResult>
         throw new Error(`migration ${file} failed: ${(err as Error).message}`);
       }
       applied.push(file);
+    }
+    // The functions after the migrations, every start: a changed file takes effect with the
+    // release that changed it, and an unchanged one is replaced by the same body.
+    const routines = await routinesSql(dir);
+    if (routines) {
+      await client.query('BEGIN');
+      try {
+        await client.query(routines);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK');
+        throw new Error(`sql/functions failed: ${(err as Error).message}`);
+      }
     }
     const ts = await client.query<{ ts: boolean }>('SELECT tm_timescale() AS ts');
     return { applied, timescale: ts.rows[0]?.ts === true };
