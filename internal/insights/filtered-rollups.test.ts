@@ -95,6 +95,7 @@ async function generate(projectId: string, seed: number, from: string, to: strin
 }
 
 async function migrate(db: pg.Pool, edit: (file: string, sql: string) => string = (_f, s) => s): Promise<void> {
+  await db.query(functionsSql());
   for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')).sort()) {
     await db.query(edit(file, readFileSync(new URL(file, SQL_DIR), 'utf8')));
   }
@@ -877,8 +878,8 @@ describe('metrics filtered on two cube dimensions: the daily pair metrics (sql/0
       const files = readdirSync(SQL_DIR).filter((x) => x.endsWith('.sql')).sort();
       const upTo = files.indexOf('018_session_pair_metrics.sql');
       assert.ok(upTo > 0);
+      await up.query(functionsSql());
       for (const file of files.slice(0, upTo)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
-    await up.query(functionsSql());
       await up.query(functionsSql());
       await up.query(`INSERT INTO projects (id, name, timezone) VALUES ('u', 'u', 'Europe/Berlin'), ('k', 'k', 'Asia/Kolkata')`);
       await up.query(
@@ -890,7 +891,6 @@ describe('metrics filtered on two cube dimensions: the daily pair metrics (sql/0
       while ((await refreshRollups(up, false, { before: NOW })).buckets > 0);
       // 018 and 019, then the rest (sql/023 fills its new columns in place and logs nothing)
       for (const file of files.slice(upTo)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
-    await up.query(functionsSql());
       await up.query(functionsSql());
       const { rows } = await up.query(
         `SELECT array_agg(bucket ORDER BY bucket)::text AS logged FROM rollup_invalidations WHERE project_id = 'u'`,
@@ -1085,6 +1085,7 @@ describe('sql/010 on an upgraded database, and without hll', () => {
     const files = readdirSync(SQL_DIR).filter((x) => x.endsWith('.sql')).sort();
     const upTo = files.indexOf('010_rollup_visitor_values.sql');
     assert.ok(upTo > 0);
+    await up.query(functionsSql());
     for (const file of files.slice(0, upTo)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
     await up.query(functionsSql());
     await up.query(`INSERT INTO projects (id, name, timezone) VALUES ('u', 'u', 'UTC')`);

@@ -265,6 +265,7 @@ describe('pageviews on page and breakdown rows', () => {
     const files = migrationFiles();
     const at = files.indexOf('023_rollup_pageviews.sql');
     assert.ok(at > 0);
+    await up.query(functionsSql());
     for (const file of files.slice(0, at)) await up.query(migrationSql(file));
     await up.query(functionsSql());
     const { rows: part } = await up.query("SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned");

@@ -448,6 +448,7 @@ before(async () => {
   pool = new pg.Pool({ connectionString: `${SERVER_URL}/${DB_NAME}`, max: 8 });
   const client = await pool.connect();
   try {
+    await client.query(functionsSql());
     for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')).sort()) {
       await client.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
     }

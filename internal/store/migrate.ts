@@ -1,6 +1,8 @@
-// Applies the numbered plain-SQL migrations in sql/ once each, in order, then the functions
-// of sql/functions/ (each file one function's current body, CREATE OR REPLACE), under an
-// advisory lock so that several processes starting together do not race.
+// Applies the functions of sql/functions/ (each file one function's current body, CREATE OR
+// REPLACE; PL/pgSQL, so they can be created on any schema), then the numbered plain-SQL
+// migrations in sql/ once each, in order (a migration may call a helper of sql/functions/),
+// then the functions again, under an advisory lock so that several processes starting
+// together do not race.
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -42,6 +44,21 @@ export async function migrate(pool: Pool, dir = SQL_DIR): Promise<MigrateResult>
     if (available.rowCount) await client.query('CREATE EXTENSION IF NOT EXISTS timescaledb');
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+    const routines = await routinesSql(dir);
+    // The functions before and after the migrations, every start: a changed file takes effect
+    // with the release that changed it; an unchanged one is replaced by the same body.
+    const applyRoutines = async () => {
+      if (!routines) return;
+      await client.query('BEGIN');
+      try {
+        await client.query(routines);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK');
+        throw new Error(`sql/functions failed: ${(err as Error).message}`);
+      }
+    };
+    await applyRoutines();
     const done = new Set((await client.query<{ name: string }>('SELECT name FROM schema_migrations')).rows.map((r) => r.name));
     const applied: string[] = [];
     for (const file of await listMigrations(dir)) {
@@ -58,19 +75,7 @@ export async function migrate(pool: Pool, dir = SQL_DIR): Promise<MigrateResult>
       }
       applied.push(file);
     }
-    // The functions after the migrations, every start: a changed file takes effect with the
-    // release that changed it, and an unchanged one is replaced by the same body.
-    const routines = await routinesSql(dir);
-    if (routines) {
-      await client.query('BEGIN');
-      try {
-        await client.query(routines);
-        await client.query('COMMIT');
-      } catch (err) {
-        await client.query('ROLLBACK');
-        throw new Error(`sql/functions failed: ${(err as Error).message}`);
-      }
-    }
+    if (applied.length) await applyRoutines();
     const ts = await client.query<{ ts: boolean }>('SELECT tm_timescale() AS ts');
     return { applied, timescale: ts.rows[0]?.ts === true };
   } finally {

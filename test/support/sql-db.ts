@@ -20,7 +20,8 @@ export function migrationSql(file: string): string {
 
 /**
  * The functions of sql/functions/ (CREATE OR REPLACE, one current body each), as the migrator
- * applies them after the migrations: run it after applying migration files by hand.
+ * applies them before and after the migrations: run it before and after applying migration
+ * files by hand (a migration may call one of them).
  */
 export function functionsSql(): string {
   const dir = new URL('functions/', SQL_DIR);
@@ -37,6 +38,7 @@ export async function createSqlDb(name: string, o: { max?: number; edit?: (file:
   await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
   await admin.end();
   const pool = new pg.Pool({ connectionString: `${SERVER_URL}/${name}`, max: o.max ?? 8 });
+  await pool.query(functionsSql());
   for (const file of migrationFiles()) await pool.query(o.edit ? o.edit(file, migrationSql(file)) : migrationSql(file));
   await pool.query(functionsSql());
   const { rows } = await pool.query("SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned");
