@@ -13,8 +13,8 @@
 --
 -- tm_refresh_session_cube() (sql/functions/) writes the pair rows (summed from the day's
 -- combination rows, by tm_session_cube_pairs()) where this table is there. Days already
--- built have no pair rows yet: the first hour of each is logged, so reads take those days
--- from their hours until the refresh job has rebuilt them with their pair rows.
+-- built have no pair rows yet: the first hour with sessions of each is logged, so reads take
+-- those days from their hours until the refresh job has rebuilt them with their pair rows.
 
 CREATE TABLE rollup_session_cube_pairs_daily (
   project_id      text NOT NULL,
@@ -34,7 +34,12 @@ CREATE INDEX rollup_session_cube_pairs_daily_bucket_idx ON rollup_session_cube_p
 INSERT INTO rollup_registry (relation, refresh_fn) VALUES
   ('rollup_session_cube_pairs_daily', 'tm_refresh_session_cube');
 
--- Days already built: logged, rebuilt with their pair rows by the refresh.
+-- Days already built: the first hour with sessions of each is logged, so the refresh
+-- rebuilds the day with its pair rows (a day without sessions has no pair rows to add).
 INSERT INTO rollup_invalidations (project_id, bucket)
-SELECT d.project_id, d.bucket FROM rollup_session_cube_days d
+SELECT d.project_id, date_trunc('hour', min(s.started_at), 'UTC')
+FROM rollup_session_cube_days d
+JOIN sessions s ON s.project_id = d.project_id AND s.started_at >= d.bucket
+  AND s.started_at < d.bucket + d.hours * interval '1 hour' AND NOT s.is_bot
+GROUP BY d.project_id, d.bucket
 ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq');
