@@ -2,7 +2,8 @@
 -- per breakdown dimension, under the same names on both engines.
 --   TimescaleDB: continuous aggregates (real-time) over the sessions hypertable, refreshed
 --                by the service (PGlite-style engines run no background jobs).
---   PostgreSQL:  plain tables kept by the service with tm_refresh_rollup_bucket().
+--   PostgreSQL:  plain tables kept by the service with tm_refresh_rollup_bucket()
+--                (sql/functions/, applied after the migrations).
 -- Either way the worker logs every (project, hour) whose sessions it changed in
 -- rollup_invalidations, in the same transaction; queries read rollups for the buckets
 -- not in that log and raw sessions for the ones in it, so answers are always exact.
@@ -58,7 +59,6 @@ DECLARE
     duration_ms numeric NOT NULL, screen_views bigint NOT NULL$c$;
   d record;
   keys text;
-  refresh_body text := '';
 BEGIN
   IF tm_timescale() THEN
     EXECUTE format($v$CREATE MATERIALIZED VIEW rollup_sessions_hourly
@@ -78,28 +78,12 @@ BEGIN
     EXECUTE 'CREATE INDEX ON rollup_sessions_hourly (project_id, bucket)';
   ELSE
     EXECUTE format('CREATE TABLE rollup_sessions_hourly (project_id text NOT NULL, bucket timestamptz NOT NULL, %s, PRIMARY KEY (project_id, bucket))', measure_cols);
-    refresh_body := format($r$
-      DELETE FROM rollup_sessions_hourly WHERE project_id = p_project AND bucket = p_bucket;
-      INSERT INTO rollup_sessions_hourly
-        SELECT project_id, date_trunc('hour', started_at, 'UTC'), %s FROM sessions
-        WHERE project_id = p_project AND started_at >= p_bucket AND started_at < p_bucket + interval '1 hour' AND NOT is_bot
-        GROUP BY 1, 2;$r$, measures);
     FOR d IN SELECT * FROM rollup_dimensions LOOP
       IF d.parent IS NULL THEN
         EXECUTE format('CREATE TABLE %I (project_id text NOT NULL, bucket timestamptz NOT NULL, value text NOT NULL, %s, PRIMARY KEY (project_id, bucket, value))', d.relation, measure_cols);
-        keys := format('%I', d.dimension);
       ELSE
         EXECUTE format('CREATE TABLE %I (project_id text NOT NULL, bucket timestamptz NOT NULL, prefix text NOT NULL, value text NOT NULL, %s, PRIMARY KEY (project_id, bucket, prefix, value))', d.relation, measure_cols);
-        keys := format('%I, %I', d.parent, d.dimension);
       END IF;
-      refresh_body := refresh_body || format($r$
-      DELETE FROM %1$I WHERE project_id = p_project AND bucket = p_bucket;
-      INSERT INTO %1$I
-        SELECT project_id, date_trunc('hour', started_at, 'UTC'), %2$s, %3$s FROM sessions
-        WHERE project_id = p_project AND started_at >= p_bucket AND started_at < p_bucket + interval '1 hour' AND NOT is_bot
-        GROUP BY %4$s;$r$, d.relation, keys, measures, CASE WHEN d.parent IS NULL THEN '1, 2, 3' ELSE '1, 2, 3, 4' END);
     END LOOP;
-    EXECUTE format($f$CREATE FUNCTION tm_refresh_rollup_bucket(p_project text, p_bucket timestamptz) RETURNS void
-      LANGUAGE plpgsql AS $body$ BEGIN %s END $body$ $f$, refresh_body);
   END IF;
 END $$;

@@ -3,7 +3,8 @@
 -- 002_rollups.sql and registered in rollup_registry (007), so the refresh job and retention
 -- keep them with no change:
 --   TimescaleDB: real-time continuous aggregates over the events hypertable (refresh_fn NULL).
---   PostgreSQL:  plain tables recomputed per (project, hour) by tm_refresh_event_rollups().
+--   PostgreSQL:  plain tables recomputed per (project, hour) by tm_refresh_event_rollups()
+--                (sql/functions/).
 -- The worker logs the (project, hour) of every event it inserts or deletes in
 -- rollup_invalidations in the same transaction (internal/store/writes.ts); reads take the
 -- rollup rows of the hours NOT in that log and raw events for the hours in it.
@@ -34,9 +35,6 @@ DO $$
 DECLARE
   charted constant text := $w$NOT is_bot AND name <> ALL (ARRAY['session_start', 'session_end']::text[])$w$;
   d record;
-  deletes text := '';
-  inserts text := '';
-  cols text := '';
 BEGIN
   IF tm_timescale() THEN
     CREATE MATERIALIZED VIEW events_hourly
@@ -60,23 +58,7 @@ BEGIN
     FOR d IN SELECT * FROM events_rollup_dimensions ORDER BY dimension LOOP
       EXECUTE format('CREATE TABLE %I (project_id text NOT NULL, bucket timestamptz NOT NULL, name text NOT NULL,
         value text NOT NULL, count bigint NOT NULL, PRIMARY KEY (project_id, bucket, name, value))', d.relation);
-      deletes := deletes || format('
-        DELETE FROM %I WHERE project_id = p_project AND bucket = p_bucket;', d.relation);
-      -- Data-modifying CTEs all run: the hour's events are read once for every table.
-      inserts := inserts || format(',
-        %I AS (INSERT INTO %I SELECT p_project, p_bucket, ev.name, ev.%I, count(*) FROM ev WHERE ev.charted GROUP BY 3, 4)',
-        'i_' || d.dimension, d.relation, d.dimension);
-      cols := cols || format(', %I', d.dimension);
     END LOOP;
-    EXECUTE format($f$CREATE FUNCTION tm_refresh_event_rollups(p_project text, p_bucket timestamptz) RETURNS void
-      LANGUAGE plpgsql AS $body$ BEGIN
-        DELETE FROM events_hourly WHERE project_id = p_project AND bucket = p_bucket;%1$s
-        WITH ev AS MATERIALIZED (
-          SELECT name, is_bot, (%2$s) AS charted%3$s FROM events
-          WHERE project_id = p_project AND created_at >= p_bucket AND created_at < p_bucket + interval '1 hour'
-        )%4$s
-        INSERT INTO events_hourly SELECT p_project, p_bucket, ev.name, ev.is_bot, count(*) FROM ev GROUP BY 3, 4;
-      END $body$ $f$, deletes, charted, cols, inserts);
   END IF;
 END $$;
 

@@ -54,64 +54,7 @@ CREATE TABLE rollup_session_cube_days (
   PRIMARY KEY (project_id, bucket)
 );
 
-CREATE FUNCTION tm_refresh_session_cube(p_project text, p_bucket timestamptz) RETURNS void
-LANGUAGE plpgsql AS $body$
-DECLARE
-  tz text;
-  d0 timestamptz;
-  d1 timestamptz;
-BEGIN
-  DELETE FROM rollup_session_cube_hourly WHERE project_id = p_project AND bucket = p_bucket;
-  INSERT INTO rollup_session_cube_hourly
-  SELECT p_project, p_bucket,
-         s.referrer_name, s.referrer_type, s.utm_source, s.utm_medium, s.country, s.device, s.browser, s.os, s.brand,
-         count(*),
-         count(*) FILTER (WHERE s.is_bounce),
-         count(*) FILTER (WHERE s.duration_ms > 0),
-         coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0)
-  FROM sessions s
-  WHERE s.project_id = p_project AND s.started_at >= p_bucket AND s.started_at < p_bucket + interval '1 hour'
-    AND NOT s.is_bot
-  GROUP BY s.referrer_name, s.referrer_type, s.utm_source, s.utm_medium, s.country, s.device, s.browser, s.os, s.brand;
-
-  -- The local day (project timezone) holding the hour, as in sql/011_event_sketches.sql: a
-  -- zone PostgreSQL does not know counts as UTC; days that do not start and end on whole UTC
-  -- hours (e.g. Asia/Kolkata) get no daily rows.
-  SELECT p.timezone INTO tz FROM projects p WHERE p.id = p_project;
-  IF tz IS NULL THEN
-    RETURN;
-  END IF;
-  BEGIN
-    d0 := date_trunc('day', p_bucket AT TIME ZONE tz) AT TIME ZONE tz;
-    d1 := (date_trunc('day', p_bucket AT TIME ZONE tz) + interval '1 day') AT TIME ZONE tz;
-  EXCEPTION WHEN invalid_parameter_value THEN
-    d0 := date_trunc('day', p_bucket, 'UTC');
-    d1 := d0 + interval '1 day';
-  END;
-  IF NOT (p_bucket >= d0 AND p_bucket < d1) OR extract(epoch FROM d0) % 3600 <> 0 OR extract(epoch FROM d1) % 3600 <> 0 THEN
-    RETURN;
-  END IF;
-  -- Refreshes of two hours of one day take turns (READ COMMITTED: each statement sees the
-  -- other's commit, log deletions included).
-  PERFORM pg_advisory_xact_lock(727274012, hashtext(p_project || '/' || d0::text));
-  DELETE FROM rollup_session_cube_days WHERE project_id = p_project AND bucket = d0;
-  DELETE FROM rollup_session_cube_daily WHERE project_id = p_project AND bucket = d0;
-  -- Another hour of the day still logged: its refresh builds the day.
-  IF EXISTS (SELECT 1 FROM rollup_invalidations i
-             WHERE i.project_id = p_project AND i.bucket >= d0 AND i.bucket < d1 AND i.bucket <> p_bucket) THEN
-    RETURN;
-  END IF;
-  INSERT INTO rollup_session_cube_daily
-  SELECT p_project, d0,
-         h.referrer_name, h.referrer_type, h.utm_source, h.utm_medium, h.country, h.device, h.browser, h.os, h.brand,
-         sum(h.sessions), sum(h.bounces), sum(h.timed_sessions), sum(h.duration_ms)
-  FROM rollup_session_cube_hourly h
-  WHERE h.project_id = p_project AND h.bucket >= d0 AND h.bucket < d1
-  GROUP BY h.referrer_name, h.referrer_type, h.utm_source, h.utm_medium, h.country, h.device, h.browser, h.os, h.brand;
-  INSERT INTO rollup_session_cube_days (project_id, bucket, hours)
-  VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
-END
-$body$;
+-- Kept by tm_refresh_session_cube(project, hour) (sql/functions/).
 
 INSERT INTO rollup_registry (relation, refresh_fn) VALUES
   ('rollup_session_cube_hourly', 'tm_refresh_session_cube'),

@@ -57,56 +57,7 @@ CREATE TABLE event_properties_raw_hours (
   PRIMARY KEY (project_id, bucket, key)
 );
 
-DO $migration$
-DECLARE
-  d record;
-  sets text := '(e.name, e.key)';
-  dims text := '';
-  vals text := '';
-  cols text := '';
-BEGIN
-  FOR d IN SELECT dimension FROM events_rollup_dimensions ORDER BY dimension LOOP
-    cols := cols || format(', x.%1$I', d.dimension);
-    sets := sets || format(', (e.name, e.key, e.%1$I)', d.dimension);
-    dims := dims || format(' WHEN GROUPING(e.%1$I) = 0 THEN %1$L', d.dimension);
-    vals := vals || format(' WHEN GROUPING(e.%1$I) = 0 THEN e.%1$I', d.dimension);
-  END LOOP;
-  EXECUTE format($f$
-    CREATE FUNCTION tm_refresh_event_properties(p_project text, p_bucket timestamptz) RETURNS void
-    LANGUAGE plpgsql AS $body$
-    BEGIN
-      DELETE FROM event_properties_hourly WHERE project_id = p_project AND bucket = p_bucket;
-      DELETE FROM event_properties_raw_hours WHERE project_id = p_project AND bucket = p_bucket;
-      WITH kv AS MATERIALIZED (
-        SELECT x.name, p.key, p.value AS t%3$s
-        FROM events x CROSS JOIN LATERAL jsonb_each_text(x.properties) p
-        WHERE x.project_id = p_project AND x.created_at >= p_bucket AND x.created_at < p_bucket + interval '1 hour'
-          AND NOT x.is_bot AND x.name <> ALL (ARRAY['session_start', 'session_end']::text[])
-          AND jsonb_typeof(x.properties) = 'object'
-          AND octet_length(p.key) <= 200
-          -- NUMERIC_TEXT of internal/export/charts.ts (only ASCII blanks: PostgreSQL's \s
-          -- also matches U+3000 and friends, which ::numeric refuses)
-          AND p.value ~ '^[ \t\n\r\f\v]*[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]{1,3})?[ \t\n\r\f\v]*$'
-      ),
-      long AS MATERIALIZED (
-        SELECT DISTINCT kv.key FROM kv WHERE length(kv.t) > 1000
-      ),
-      marked AS (
-        INSERT INTO event_properties_raw_hours (project_id, bucket, key)
-        SELECT p_project, p_bucket, long.key FROM long
-      )
-      INSERT INTO event_properties_hourly (project_id, key, dimension, bucket, name, value, count, sum, min, max)
-      SELECT p_project, e.key, CASE %1$s ELSE '' END, p_bucket, e.name, CASE %2$s ELSE '' END,
-             count(*), sum(e.v), min(e.v), max(e.v)
-      FROM (
-        SELECT kv.*, CASE WHEN length(kv.t) <= 1000 THEN kv.t::numeric END AS v FROM kv
-        WHERE NOT EXISTS (SELECT 1 FROM long WHERE long.key = kv.key)
-      ) e
-      GROUP BY GROUPING SETS (%4$s);
-    END
-    $body$$f$, dims, vals, cols, sets);
-END
-$migration$;
+-- Kept by tm_refresh_event_properties(project, hour) (sql/functions/).
 
 INSERT INTO rollup_registry (relation, refresh_fn) VALUES
   ('event_properties_hourly', 'tm_refresh_event_properties'),

@@ -43,71 +43,7 @@ CREATE TABLE event_counts_days (
   PRIMARY KEY (project_id, bucket)
 );
 
-DO $migration$
-DECLARE
-  d record;
-  sets text := '(e.name)';
-  dims text := '';
-  vals text := '';
-  cols text := '';
-BEGIN
-  FOR d IN SELECT dimension FROM events_rollup_dimensions ORDER BY dimension LOOP
-    cols := cols || format(', x.%1$I COLLATE "C" AS %1$I', d.dimension);
-    sets := sets || format(', (e.name, e.%1$I)', d.dimension);
-    dims := dims || format(' WHEN GROUPING(e.%1$I) = 0 THEN %1$L', d.dimension);
-    vals := vals || format(' WHEN GROUPING(e.%1$I) = 0 THEN e.%1$I', d.dimension);
-  END LOOP;
-  EXECUTE format($f$
-    CREATE FUNCTION tm_refresh_event_counts(p_project text, p_bucket timestamptz) RETURNS void
-    LANGUAGE plpgsql AS $body$
-    DECLARE
-      tz text;
-      d0 timestamptz;
-      d1 timestamptz;
-    BEGIN
-      -- The local day (project timezone) holding the hour. A zone PostgreSQL does not know
-      -- counts as UTC (as the read side does); days that do not start and end on whole UTC
-      -- hours (e.g. Asia/Kolkata) get no daily rows.
-      SELECT p.timezone INTO tz FROM projects p WHERE p.id = p_project;
-      IF tz IS NULL THEN
-        RETURN;
-      END IF;
-      BEGIN
-        d0 := date_trunc('day', p_bucket AT TIME ZONE tz) AT TIME ZONE tz;
-        d1 := (date_trunc('day', p_bucket AT TIME ZONE tz) + interval '1 day') AT TIME ZONE tz;
-      EXCEPTION WHEN invalid_parameter_value THEN
-        d0 := date_trunc('day', p_bucket, 'UTC');
-        d1 := d0 + interval '1 day';
-      END;
-      IF NOT (p_bucket >= d0 AND p_bucket < d1) OR extract(epoch FROM d0) %% 3600 <> 0 OR extract(epoch FROM d1) %% 3600 <> 0 THEN
-        RETURN;
-      END IF;
-      -- Refreshes of two hours of one day take turns (READ COMMITTED: each statement sees
-      -- the other's commit, log deletions included).
-      PERFORM pg_advisory_xact_lock(727274014, hashtext(p_project || '/' || d0::text));
-      DELETE FROM event_counts_days WHERE project_id = p_project AND bucket = d0;
-      DELETE FROM event_counts_daily WHERE project_id = p_project AND bucket = d0;
-      -- Another hour of the day still logged: its refresh builds the day.
-      IF EXISTS (SELECT 1 FROM rollup_invalidations i
-                 WHERE i.project_id = p_project AND i.bucket >= d0 AND i.bucket < d1 AND i.bucket <> p_bucket) THEN
-        RETURN;
-      END IF;
-      INSERT INTO event_counts_daily (project_id, dimension, name, bucket, value, count)
-      SELECT p_project, CASE %1$s ELSE '' END, e.name, d0, CASE %2$s ELSE '' END, count(*)
-      FROM (
-        -- COLLATE "C": the same groups (equality is bytewise either way), sorted by memcmp
-        SELECT x.name COLLATE "C" AS name%3$s
-        FROM events x
-        WHERE x.project_id = p_project AND x.created_at >= d0 AND x.created_at < d1
-          AND NOT x.is_bot AND x.name <> ALL (ARRAY['session_start', 'session_end']::text[])
-      ) e
-      GROUP BY GROUPING SETS (%4$s);
-      INSERT INTO event_counts_days (project_id, bucket, hours)
-      VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
-    END
-    $body$$f$, dims, vals, cols, sets);
-END
-$migration$;
+-- Kept by tm_refresh_event_counts(project, hour) (sql/functions/).
 
 INSERT INTO rollup_registry (relation, refresh_fn) VALUES
   ('event_counts_daily', 'tm_refresh_event_counts'),

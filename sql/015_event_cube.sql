@@ -71,95 +71,11 @@ CREATE TABLE event_cube_days (
   PRIMARY KEY (project_id, bucket)
 );
 
--- The local day (project timezone) holding a UTC hour, as the daily layers of sql/011, 012
--- and 014 compute it: a zone PostgreSQL does not know counts as UTC; NULLs when the project is
--- unknown or the day does not start and end on whole UTC hours (e.g. Asia/Kolkata).
-CREATE FUNCTION tm_local_day(p_project text, p_bucket timestamptz, OUT d0 timestamptz, OUT d1 timestamptz)
-LANGUAGE plpgsql STABLE AS $body$
-DECLARE
-  tz text;
-BEGIN
-  SELECT p.timezone INTO tz FROM projects p WHERE p.id = p_project;
-  IF tz IS NULL THEN
-    RETURN;
-  END IF;
-  BEGIN
-    d0 := date_trunc('day', p_bucket AT TIME ZONE tz) AT TIME ZONE tz;
-    d1 := (date_trunc('day', p_bucket AT TIME ZONE tz) + interval '1 day') AT TIME ZONE tz;
-  EXCEPTION WHEN invalid_parameter_value THEN
-    d0 := date_trunc('day', p_bucket, 'UTC');
-    d1 := d0 + interval '1 day';
-  END;
-  IF NOT (p_bucket >= d0 AND p_bucket < d1) OR extract(epoch FROM d0) % 3600 <> 0 OR extract(epoch FROM d1) % 3600 <> 0 THEN
-    d0 := NULL;
-    d1 := NULL;
-  END IF;
-END
-$body$;
+-- tm_local_day(project, hour): the local day holding a UTC hour (sql/functions/).
 
--- The VALUES rows (pair, a, b) of every pair of the nine cube columns of row `alias`, in the
--- order above ('referrer_name,referrer_type', ...): 36 rows, for the daily pair layers of
--- this cube and of the session cube (sql/016_session_cube_pairs.sql).
-CREATE FUNCTION tm_cube_pair_values(alias text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE AS $body$
-DECLARE
-  dims text[] := ARRAY['referrer_name', 'referrer_type', 'utm_source', 'utm_medium', 'country', 'device', 'browser', 'os', 'brand'];
-  pairs text := '';
-BEGIN
-  FOR i IN 1 .. array_length(dims, 1) - 1 LOOP
-    FOR j IN i + 1 .. array_length(dims, 1) LOOP
-      pairs := pairs || CASE WHEN pairs = '' THEN '' ELSE ', ' END
-        || format('(%L, %I.%I, %I.%I)', dims[i] || ',' || dims[j], alias, dims[i], alias, dims[j]);
-    END LOOP;
-  END LOOP;
-  RETURN pairs;
-END
-$body$;
+-- tm_cube_pair_values(alias): the VALUES rows of the pairs (sql/functions/).
 
-DO $migration$
-BEGIN
-  EXECUTE format($f$
-    CREATE FUNCTION tm_refresh_event_cube(p_project text, p_bucket timestamptz) RETURNS void
-    LANGUAGE plpgsql AS $body$
-    DECLARE
-      d0 timestamptz;
-      d1 timestamptz;
-    BEGIN
-      DELETE FROM event_cube_hourly WHERE project_id = p_project AND bucket = p_bucket;
-      INSERT INTO event_cube_hourly
-      SELECT p_project, p_bucket, e.name, e.is_bot,
-             e.referrer_name, e.referrer_type, e.utm_source, e.utm_medium, e.country, e.device, e.browser, e.os, e.brand,
-             count(*)
-      FROM events e
-      WHERE e.project_id = p_project AND e.created_at >= p_bucket AND e.created_at < p_bucket + interval '1 hour'
-      GROUP BY e.name, e.is_bot, e.referrer_name, e.referrer_type, e.utm_source, e.utm_medium, e.country, e.device, e.browser, e.os, e.brand;
-
-      SELECT l.d0, l.d1 INTO d0, d1 FROM tm_local_day(p_project, p_bucket) l;
-      IF d0 IS NULL THEN
-        RETURN;
-      END IF;
-      -- Refreshes of two hours of one day take turns (READ COMMITTED: each statement sees
-      -- the other's commit, log deletions included).
-      PERFORM pg_advisory_xact_lock(727274015, hashtext(p_project || '/' || d0::text));
-      DELETE FROM event_cube_days WHERE project_id = p_project AND bucket = d0;
-      DELETE FROM event_cube_pairs_daily WHERE project_id = p_project AND bucket = d0;
-      -- Another hour of the day still logged: its refresh builds the day.
-      IF EXISTS (SELECT 1 FROM rollup_invalidations i
-                 WHERE i.project_id = p_project AND i.bucket >= d0 AND i.bucket < d1 AND i.bucket <> p_bucket) THEN
-        RETURN;
-      END IF;
-      INSERT INTO event_cube_pairs_daily (project_id, pair, bucket, name, is_bot, a, b, count)
-      SELECT p_project, x.pair, d0, h.name, h.is_bot, x.a, x.b, sum(h.count)
-      FROM event_cube_hourly h
-      CROSS JOIN LATERAL (VALUES %1$s) AS x(pair, a, b)
-      WHERE h.project_id = p_project AND h.bucket >= d0 AND h.bucket < d1
-      GROUP BY x.pair, h.name, h.is_bot, x.a, x.b;
-      INSERT INTO event_cube_days (project_id, bucket, hours)
-      VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
-    END
-    $body$$f$, tm_cube_pair_values('h'));
-END
-$migration$;
+-- Kept by tm_refresh_event_cube(project, hour) (sql/functions/).
 
 INSERT INTO rollup_registry (relation, refresh_fn) VALUES
   ('event_cube_hourly', 'tm_refresh_event_cube'),

@@ -11,10 +11,10 @@
 --   days of every combination of nine, so its cost follows the two dimensions' values, not
 --   the number of combinations (which grows with the data).
 --
--- tm_refresh_session_cube() is replaced by the same function that also writes the pair rows
--- (summed from the day's combination rows), and takes the local day from tm_local_day()
--- (sql/015_event_cube.sql). Days already built get their pair rows here, from their
--- combination rows, so nothing needs a refresh.
+-- tm_refresh_session_cube() (sql/functions/) writes the pair rows (summed from the day's
+-- combination rows, by tm_session_cube_pairs()) where this table is there. Days already
+-- built have no pair rows yet: the first hour with sessions of each is logged, so reads take
+-- those days from their hours until the refresh job has rebuilt them with their pair rows.
 
 CREATE TABLE rollup_session_cube_pairs_daily (
   project_id      text NOT NULL,
@@ -31,71 +31,15 @@ CREATE TABLE rollup_session_cube_pairs_daily (
 CREATE INDEX rollup_session_cube_pairs_daily_pair_idx ON rollup_session_cube_pairs_daily (project_id, pair, bucket);
 CREATE INDEX rollup_session_cube_pairs_daily_bucket_idx ON rollup_session_cube_pairs_daily (project_id, bucket);
 
-DO $migration$
-BEGIN
-  -- The pair rows of one day, summed from its combination rows.
-  EXECUTE format($f$
-    CREATE FUNCTION tm_session_cube_pairs(p_project text, p_day timestamptz) RETURNS void
-    LANGUAGE sql AS $body$
-      INSERT INTO rollup_session_cube_pairs_daily
-      SELECT p_project, x.pair, p_day, x.a, x.b, sum(h.sessions), sum(h.bounces), sum(h.timed_sessions), sum(h.duration_ms)
-      FROM rollup_session_cube_daily h
-      CROSS JOIN LATERAL (VALUES %1$s) AS x(pair, a, b)
-      WHERE h.project_id = p_project AND h.bucket = p_day
-      GROUP BY x.pair, x.a, x.b
-    $body$$f$, tm_cube_pair_values('h'));
-END
-$migration$;
-
-CREATE OR REPLACE FUNCTION tm_refresh_session_cube(p_project text, p_bucket timestamptz) RETURNS void
-LANGUAGE plpgsql AS $body$
-DECLARE
-  d0 timestamptz;
-  d1 timestamptz;
-BEGIN
-  DELETE FROM rollup_session_cube_hourly WHERE project_id = p_project AND bucket = p_bucket;
-  INSERT INTO rollup_session_cube_hourly
-  SELECT p_project, p_bucket,
-         s.referrer_name, s.referrer_type, s.utm_source, s.utm_medium, s.country, s.device, s.browser, s.os, s.brand,
-         count(*),
-         count(*) FILTER (WHERE s.is_bounce),
-         count(*) FILTER (WHERE s.duration_ms > 0),
-         coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0)
-  FROM sessions s
-  WHERE s.project_id = p_project AND s.started_at >= p_bucket AND s.started_at < p_bucket + interval '1 hour'
-    AND NOT s.is_bot
-  GROUP BY s.referrer_name, s.referrer_type, s.utm_source, s.utm_medium, s.country, s.device, s.browser, s.os, s.brand;
-
-  SELECT l.d0, l.d1 INTO d0, d1 FROM tm_local_day(p_project, p_bucket) l;
-  IF d0 IS NULL THEN
-    RETURN;
-  END IF;
-  -- Refreshes of two hours of one day take turns (READ COMMITTED: each statement sees the
-  -- other's commit, log deletions included).
-  PERFORM pg_advisory_xact_lock(727274012, hashtext(p_project || '/' || d0::text));
-  DELETE FROM rollup_session_cube_days WHERE project_id = p_project AND bucket = d0;
-  DELETE FROM rollup_session_cube_daily WHERE project_id = p_project AND bucket = d0;
-  DELETE FROM rollup_session_cube_pairs_daily WHERE project_id = p_project AND bucket = d0;
-  -- Another hour of the day still logged: its refresh builds the day.
-  IF EXISTS (SELECT 1 FROM rollup_invalidations i
-             WHERE i.project_id = p_project AND i.bucket >= d0 AND i.bucket < d1 AND i.bucket <> p_bucket) THEN
-    RETURN;
-  END IF;
-  INSERT INTO rollup_session_cube_daily
-  SELECT p_project, d0,
-         h.referrer_name, h.referrer_type, h.utm_source, h.utm_medium, h.country, h.device, h.browser, h.os, h.brand,
-         sum(h.sessions), sum(h.bounces), sum(h.timed_sessions), sum(h.duration_ms)
-  FROM rollup_session_cube_hourly h
-  WHERE h.project_id = p_project AND h.bucket >= d0 AND h.bucket < d1
-  GROUP BY h.referrer_name, h.referrer_type, h.utm_source, h.utm_medium, h.country, h.device, h.browser, h.os, h.brand;
-  PERFORM tm_session_cube_pairs(p_project, d0);
-  INSERT INTO rollup_session_cube_days (project_id, bucket, hours)
-  VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
-END
-$body$;
-
 INSERT INTO rollup_registry (relation, refresh_fn) VALUES
   ('rollup_session_cube_pairs_daily', 'tm_refresh_session_cube');
 
--- Days already built: their pair rows from their combination rows.
-SELECT tm_session_cube_pairs(d.project_id, d.bucket) FROM rollup_session_cube_days d;
+-- Days already built: the first hour with sessions of each is logged, so the refresh
+-- rebuilds the day with its pair rows (a day without sessions has no pair rows to add).
+INSERT INTO rollup_invalidations (project_id, bucket)
+SELECT d.project_id, date_trunc('hour', min(s.started_at), 'UTC')
+FROM rollup_session_cube_days d
+JOIN sessions s ON s.project_id = d.project_id AND s.started_at >= d.bucket
+  AND s.started_at < d.bucket + d.hours * interval '1 hour' AND NOT s.is_bot
+GROUP BY d.project_id, d.bucket
+ON CONFLICT (project_id, bucket, shard) DO UPDATE SET version = nextval('rollup_version_seq');

@@ -48,72 +48,9 @@ CREATE TABLE rollup_session_dim_pairs_days (
   PRIMARY KEY (project_id, bucket)
 );
 
--- The VALUES rows (pair, a, a_prefix, b) of every (wide, cube) pair of row `alias`, wide
--- dimensions and cube dimensions each in the order above ('referrer,referrer_name', ...).
-CREATE FUNCTION tm_dim_pair_values(alias text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE AS $body$
-DECLARE
-  wide text[] := ARRAY['referrer', 'utm_campaign', 'utm_term', 'utm_content', 'region', 'city', 'browser_version', 'os_version', 'model'];
-  parent text[] := ARRAY[NULL, NULL, NULL, NULL, 'country', 'country', 'browser', 'os', NULL];
-  cube text[] := ARRAY['referrer_name', 'referrer_type', 'utm_source', 'utm_medium', 'country', 'device', 'browser', 'os', 'brand'];
-  pairs text := '';
-BEGIN
-  FOR i IN 1 .. array_length(wide, 1) LOOP
-    FOR j IN 1 .. array_length(cube, 1) LOOP
-      pairs := pairs || CASE WHEN pairs = '' THEN '' ELSE ', ' END
-        || format('(%L, %I.%I, %s, %I.%I)', wide[i] || ',' || cube[j], alias, wide[i],
-                  CASE WHEN parent[i] IS NULL THEN quote_literal('') ELSE format('%I.%I', alias, parent[i]) END,
-                  alias, cube[j]);
-    END LOOP;
-  END LOOP;
-  RETURN pairs;
-END
-$body$;
+-- tm_dim_pair_values(alias): the VALUES rows of the pairs (sql/functions/).
 
-DO $migration$
-BEGIN
-  EXECUTE format($f$
-    CREATE FUNCTION tm_refresh_session_dim_pairs(p_project text, p_bucket timestamptz) RETURNS void
-    LANGUAGE plpgsql
-    -- the day's groups (tens of thousands at 50k sessions a day) hashed in memory, not spilled
-    SET work_mem = '64MB'
-    AS $body$
-    DECLARE
-      d0 timestamptz;
-      d1 timestamptz;
-    BEGIN
-      SELECT l.d0, l.d1 INTO d0, d1 FROM tm_local_day(p_project, p_bucket) l;
-      IF d0 IS NULL THEN
-        RETURN;
-      END IF;
-      -- Refreshes of two hours of one day take turns (READ COMMITTED: each statement sees
-      -- the other's commit, log deletions included).
-      PERFORM pg_advisory_xact_lock(727274019, hashtext(p_project || '/' || d0::text));
-      DELETE FROM rollup_session_dim_pairs_days WHERE project_id = p_project AND bucket = d0;
-      DELETE FROM rollup_session_dim_pairs_daily WHERE project_id = p_project AND bucket = d0;
-      -- Another hour of the day still logged: its refresh builds the day.
-      IF EXISTS (SELECT 1 FROM rollup_invalidations i
-                 WHERE i.project_id = p_project AND i.bucket >= d0 AND i.bucket < d1 AND i.bucket <> p_bucket) THEN
-        RETURN;
-      END IF;
-      INSERT INTO rollup_session_dim_pairs_daily
-      SELECT p_project, x.pair, d0, x.a, x.a_prefix, x.b,
-             count(*),
-             count(*) FILTER (WHERE s.is_bounce),
-             count(*) FILTER (WHERE s.duration_ms > 0),
-             coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0)
-      FROM sessions s
-      CROSS JOIN LATERAL (VALUES %1$s) AS x(pair, a, a_prefix, b)
-      WHERE s.project_id = p_project AND s.started_at >= d0 AND s.started_at < d1 AND NOT s.is_bot
-      GROUP BY x.pair, x.a, x.a_prefix, x.b
-      -- a read takes one pair of one day: its rows on a few adjacent pages, not one page each
-      ORDER BY x.pair;
-      INSERT INTO rollup_session_dim_pairs_days (project_id, bucket, hours)
-      VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
-    END
-    $body$$f$, tm_dim_pair_values('s'));
-END
-$migration$;
+-- Kept by tm_refresh_session_dim_pairs(project, hour) (sql/functions/).
 
 INSERT INTO rollup_registry (relation, refresh_fn) VALUES
   ('rollup_session_dim_pairs_daily', 'tm_refresh_session_dim_pairs'),

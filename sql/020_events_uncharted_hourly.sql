@@ -60,64 +60,7 @@ CREATE TABLE event_uncharted_days (
   PRIMARY KEY (project_id, bucket)
 );
 
-DO $migration$
-DECLARE
-  d record;
-  sets text := '';
-  dims text := '';
-  vals text := '';
-  cols text := '';
-BEGIN
-  FOR d IN SELECT dimension FROM events_rollup_dimensions ORDER BY dimension LOOP
-    cols := cols || format(', x.%1$I COLLATE "C" AS %1$I', d.dimension);
-    sets := sets || CASE WHEN sets = '' THEN '' ELSE ', ' END || format('(e.name, e.%1$I)', d.dimension);
-    dims := dims || format(' WHEN GROUPING(e.%1$I) = 0 THEN %1$L', d.dimension);
-    vals := vals || format(' WHEN GROUPING(e.%1$I) = 0 THEN e.%1$I', d.dimension);
-  END LOOP;
-  EXECUTE format($f$
-    CREATE FUNCTION tm_refresh_event_uncharted(p_project text, p_bucket timestamptz) RETURNS void
-    LANGUAGE plpgsql AS $body$
-    DECLARE
-      d0 timestamptz;
-      d1 timestamptz;
-    BEGIN
-      DELETE FROM event_uncharted_hourly WHERE project_id = p_project AND bucket = p_bucket;
-      INSERT INTO event_uncharted_hourly (project_id, bucket, dimension, name, value, count)
-      SELECT p_project, p_bucket, CASE %1$s END, e.name, CASE %2$s END, count(*)
-      FROM (
-        -- COLLATE "C": the same groups (equality is bytewise either way), sorted by memcmp
-        SELECT x.name COLLATE "C" AS name%3$s
-        FROM events x
-        WHERE x.project_id = p_project AND x.created_at >= p_bucket AND x.created_at < p_bucket + interval '1 hour'
-          AND (x.is_bot OR x.name = ANY (ARRAY['session_start', 'session_end']::text[]))
-      ) e
-      GROUP BY GROUPING SETS (%4$s);
-
-      SELECT l.d0, l.d1 INTO d0, d1 FROM tm_local_day(p_project, p_bucket) l;
-      IF d0 IS NULL THEN
-        RETURN;
-      END IF;
-      -- Refreshes of two hours of one day take turns (READ COMMITTED: each statement sees
-      -- the other's commit, log deletions included).
-      PERFORM pg_advisory_xact_lock(727274020, hashtext(p_project || '/' || d0::text));
-      DELETE FROM event_uncharted_days WHERE project_id = p_project AND bucket = d0;
-      DELETE FROM event_uncharted_daily WHERE project_id = p_project AND bucket = d0;
-      -- Another hour of the day still logged: its refresh builds the day.
-      IF EXISTS (SELECT 1 FROM rollup_invalidations i
-                 WHERE i.project_id = p_project AND i.bucket >= d0 AND i.bucket < d1 AND i.bucket <> p_bucket) THEN
-        RETURN;
-      END IF;
-      INSERT INTO event_uncharted_daily (project_id, bucket, dimension, name, value, count)
-      SELECT p_project, d0, h.dimension, h.name, h.value, sum(h.count)
-      FROM event_uncharted_hourly h
-      WHERE h.project_id = p_project AND h.bucket >= d0 AND h.bucket < d1
-      GROUP BY h.dimension, h.name, h.value;
-      INSERT INTO event_uncharted_days (project_id, bucket, hours)
-      VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
-    END
-    $body$$f$, dims, vals, cols, sets);
-END
-$migration$;
+-- Kept by tm_refresh_event_uncharted(project, hour) (sql/functions/).
 
 INSERT INTO rollup_registry (relation, refresh_fn) VALUES
   ('event_uncharted_hourly', 'tm_refresh_event_uncharted'),

@@ -134,9 +134,35 @@ test('late writes into rolled-up hours are applied as deltas, and every rollup t
     `INSERT INTO rollup_browser_hourly (project_id, bucket, value, sessions, bounces, timed_sessions, duration_ms, screen_views)
      VALUES ($1, $2, 'Planted', 7, 0, 0, 0, 0)`, [projectId, new Date(touched).toISOString()]);
 
+  // A late view continuing a session, alone in a refresh round (charted events only, no
+  // session_start): the delta leaves the day's uncharted events as they were, and must neither
+  // unlist that day in any daily table nor send the hour to a recompute.
+  now += HOUR;
+  const continuedAt = last.get(5)! + 2 * MIN;
+  const continued = Math.floor(continuedAt / HOUR) * HOUR;
+  await env.db.query(
+    `INSERT INTO rollup_browser_hourly (project_id, bucket, value, sessions, bounces, timed_sessions, duration_ms, screen_views)
+     VALUES ($1, $2, 'Planted2', 7, 0, 0, 0, 0)`, [projectId, new Date(continued).toISOString()]);
+  const listed = async () => (await env.db.query(
+    `SELECT (SELECT count(*) FROM rollup_session_cube_days WHERE project_id = $1)::int AS cube,
+            (SELECT count(*) FROM event_cube_days WHERE project_id = $1)::int AS event_cube,
+            (SELECT count(*) FROM event_counts_days WHERE project_id = $1)::int AS counts,
+            (SELECT count(*) FROM event_uncharted_days WHERE project_id = $1)::int AS uncharted,
+            (SELECT count(*) FROM rollup_session_dim_pairs_days WHERE project_id = $1)::int AS dim_pairs`, [projectId])).rows[0];
+  const listedBefore = await listed();
+  assert.deepEqual(listedBefore, { cube: 1, event_cube: 1, counts: 1, uncharted: 1, dim_pairs: 1 });
+  await run([op(5, continuedAt, 'screen_view')]);
+  last.set(5, continuedAt);
+  await drain();
+  assert.equal((await env.db.query(
+    `SELECT sessions FROM rollup_browser_hourly WHERE project_id = $1 AND bucket = $2 AND value = 'Planted2'`,
+    [projectId, new Date(continued).toISOString()])).rows[0]?.sessions, 7, 'the continued session\'s hour took a delta, not a recompute');
+  assert.deepEqual(await listed(), listedBefore, 'the built day stays listed in every daily table');
+  await env.db.query(`DELETE FROM rollup_browser_hourly WHERE project_id = $1 AND value = 'Planted2'`, [projectId]);
+  assert.deepEqual(await snapshot(projectId), await recomputeAll(projectId), 'a continued session alone equals a recompute');
+
   // Round 2, late: new sessions in rolled-up hours, continued sessions (a view's duration set
   // by the next view), and purchases.
-  now += HOUR;
   const r2: QueuedTrack[] = [...session(100, touched + 5 * MIN, 3), ...session(101, touched + 40 * MIN, 1)];
   for (const dev of [0, 3, 5, 8]) r2.push(op(dev, last.get(dev)! + 2 * MIN, 'screen_view'), op(dev, last.get(dev)! + 3 * MIN, 'purchase'));
   for (const o of r2) await run([o]);

@@ -22,7 +22,7 @@ import type { Filter } from '../query/params';
 import { applyRetention } from '../store/maintenance';
 import type { Pool } from '../store/db';
 import {
-  createSqlDb, dropSqlDb, migrationFiles, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore,
+  createSqlDb, dropSqlDb, functionsSql, migrationFiles, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore,
   dailyLayerProjects, generateColumnEvents, DAILY_LAYER_TIME, DAILY_LAYER_FULL_HOURS,
 } from '../../test/support/sql-db';
 
@@ -282,6 +282,7 @@ describe('uncharted event rows (sql/020)', () => {
       await refreshAllBefore(up, NOW_HOUR);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1', [NOW_HOUR])).rows[0].n, 0);
       for (const x of later) await up.query(migrationSql(x));
+      await up.query(functionsSql());
       assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 500);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM event_uncharted_hourly')).rows[0].n, 0);
       await compareAll(up, 'before the refresh', PAGES, UPGRADE_PROJECTS);

@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { getChart, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
-import { createSqlDb, dropSqlDb, logHour, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore, dailyLayerProjects, DAILY_LAYER_TIME, DAILY_LAYER_FULL_HOURS, sparseHours } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, functionsSql, logHour, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore, dailyLayerProjects, DAILY_LAYER_TIME, DAILY_LAYER_FULL_HOURS, sparseHours } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_counts_daily_${randomBytes(6).toString('hex')}`;
 const UP_DB = `tidemark_test_counts_daily_up_${randomBytes(6).toString('hex')}`;
@@ -209,6 +209,7 @@ describe('per-local-day event counts', () => {
       await refreshAll(up);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1', [NOW_HOUR])).rows[0].n, 0);
       await up.query(migrationSql(file));
+      await up.query(functionsSql());
       assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 500);
       const q = [{ range: '30d' }, { range: '3m', interval: 'week' }];
       const check = async (label: string) => {

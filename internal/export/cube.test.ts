@@ -18,7 +18,7 @@ import { mismatch, readSource } from '../query/planner';
 import { getEventsPage, type EventsPage } from './events';
 import { parseChartParams, parseEventsParams } from './params';
 import type { Filter } from '../query/params';
-import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore, dailyLayerProjects, DAILY_LAYER_TIME, sparseHours } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, functionsSql, migrationFiles, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore, dailyLayerProjects, DAILY_LAYER_TIME, sparseHours } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_cube_${randomBytes(6).toString('hex')}`;
 const UP_DB = `tidemark_test_cube_up_${randomBytes(6).toString('hex')}`;
@@ -368,6 +368,7 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
         await refreshAll(up);
         assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1', [NOW_HOUR])).rows[0].n, 0);
         for (const x of later) await up.query(migrationSql(x));
+        await up.query(functionsSql());
         assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 500);
         const check = async (label: string) => compareAll(up, label, [{ range: '30d' }, { range: '3m', interval: 'week' }], SHAPES.slice(0, 4), UPGRADE_PROJECTS);
         await check('before the refresh');
@@ -393,6 +394,7 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
         const listed = (await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n;
         assert.ok(listed > 20, `${listed} days listed`);
         for (const x of later) await up.query(migrationSql(x));
+        await up.query(functionsSql());
         // the days stay listed, with no full-combination rows yet: every hour with events is logged
         assert.equal((await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n, listed);
         assert.equal((await up.query('SELECT count(*)::int AS n FROM event_cube_daily')).rows[0].n, 0);

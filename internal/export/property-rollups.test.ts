@@ -18,7 +18,7 @@ import { getChart, seriesRead, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
 import { EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { bucketStarts, resolvePeriod } from '../query/period';
-import { createSqlDb, dropSqlDb, migrationFiles, migrationSql, logHour, searchParams, sparseHours } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, functionsSql, migrationFiles, migrationSql, logHour, searchParams, sparseHours } from '../../test/support/sql-db';
 import { startTimescale, type Timescale } from '../../test/support/timescale';
 import { migrate } from '../store/migrate';
 import type { Pool } from '../store/db';
@@ -475,6 +475,7 @@ describe('export property rollups', { concurrency: 2 }, () => {
         await refreshAll(db, new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000 + 86_400_000));
         assert.equal((await db.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n, 0);
         for (const file of migrationFiles().filter(skip)) await db.query(migrationSql(file));
+        await db.query(functionsSql());
         const hours = await db.query(
           `SELECT (SELECT count(DISTINCT (project_id, date_trunc('hour', created_at, 'UTC')))::int FROM events) AS with_events,
                   (SELECT count(DISTINCT (project_id, bucket))::int FROM rollup_invalidations) AS logged,

@@ -16,7 +16,7 @@ import pg from 'pg';
 import { parsePageParams, type Filter } from '../query/params';
 import { resolvePeriod } from '../query/period';
 import { refreshRollups } from '../store/rollups';
-import { createSqlDb, dropSqlDb, logHour, migrationFiles, migrationSql, SERVER_URL } from '../../test/support/sql-db';
+import { createSqlDb, dropSqlDb, functionsSql, logHour, migrationFiles, migrationSql, SERVER_URL } from '../../test/support/sql-db';
 import { planRead } from '../query/planner';
 import { insightsRequest, planFor, type PlanTarget } from './rollups';
 import { getBreakdown, getPages, type BreakdownDimension, type InsightsOptions } from './service';
@@ -265,7 +265,9 @@ describe('pageviews on page and breakdown rows', () => {
     const files = migrationFiles();
     const at = files.indexOf('023_rollup_pageviews.sql');
     assert.ok(at > 0);
+    await up.query(functionsSql());
     for (const file of files.slice(0, at)) await up.query(migrationSql(file));
+    await up.query(functionsSql());
     const { rows: part } = await up.query("SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned");
     if (part[0]?.partitioned) await up.query('CREATE TABLE events_test PARTITION OF events DEFAULT');
     for (const p of PROJECTS) {
@@ -302,6 +304,7 @@ describe('pageviews on page and breakdown rows', () => {
     assert.equal(logBefore.length, 2);
 
     for (const file of files.slice(at)) await up.query(migrationSql(file));
+    await up.query(functionsSql());
 
     // (1) 023 logs nothing: the pending hour is still logged, by both shards, same versions.
     assert.deepEqual(await log(), logBefore, 'rollup_invalidations as before 023');

@@ -13,7 +13,7 @@ import { QueryTimeoutError } from '../query/errors';
 import { parsePageParams, parsePeriodParams, type Filter } from '../query/params';
 import { refreshRollups } from '../store/rollups';
 import { mulberry32 } from '../../test/support/random';
-import { allRows, dropSqlDb, searchParams } from '../../test/support/sql-db';
+import { allRows, dropSqlDb, functionsSql, searchParams } from '../../test/support/sql-db';
 import {
   getBreakdown,
   getMetrics,
@@ -448,9 +448,11 @@ before(async () => {
   pool = new pg.Pool({ connectionString: `${SERVER_URL}/${DB_NAME}`, max: 8 });
   const client = await pool.connect();
   try {
+    await client.query(functionsSql());
     for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')).sort()) {
       await client.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
     }
+    await client.query(functionsSql());
     const { rows } = await client.query<{ partitioned: boolean }>(
       "SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned",
     );

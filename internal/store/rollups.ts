@@ -384,16 +384,18 @@ async function applyDeltas(
       WHERE h.project_id = r.project_id AND h.bucket = r.bucket AND h.key = r.key
         AND (r.project_id, r.bucket) IN (SELECT project_id, bucket FROM ${AFTER}.event_properties_raw_hours)`);
   }
-  // A built day whose daily rows this delta could not reach (its bucket is not the one the
-  // project's timezone gives now) is no longer listed: reads take its hours.
+  // A built day whose daily rows this delta could not reach (its bucket is not the local day
+  // the project's timezone gives the hour now: the refresh functions build and the deltas
+  // reach tm_local_day's) is no longer listed: reads take its hours. A delta that leaves a
+  // table's day unchanged (a late screen view in the day of the uncharted events) reaches it
+  // all the same.
   const daysTables = [...new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && relations.includes(d)))];
   for (const days of daysTables) {
-    const dailies = ROLLUP_CATALOGUE.filter((e) => e.days === days && relations.includes(e.relation)).map((e) => e.relation);
-    const reached = dailies.flatMap((r) => [BEFORE, AFTER].map((schema) => `SELECT project_id, bucket FROM ${schema}.${ident(r)}`)).join(' UNION ');
     await c.query(`DELETE FROM public.${ident(days)} d
       WHERE EXISTS (SELECT 1 FROM unnest($1::text[], $2::timestamptz[]) AS h(p, b)
-                    WHERE h.p = d.project_id AND h.b >= d.bucket AND h.b < d.bucket + d.hours * interval '1 hour')
-        AND (d.project_id, d.bucket) NOT IN (${reached})`,
+                    CROSS JOIN LATERAL public.tm_local_day(h.p, h.b) ld
+                    WHERE h.p = d.project_id AND h.b >= d.bucket AND h.b < d.bucket + d.hours * interval '1 hour'
+                      AND ld.d0 IS DISTINCT FROM d.bucket)`,
     [hours.map((h) => h.project_id), hours.map((h) => h.bucket.toISOString())]);
   }
 

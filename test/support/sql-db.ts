@@ -1,4 +1,5 @@
-// A throwaway PostgreSQL database with every migration of sql/ applied as plain SQL, for the
+// A throwaway PostgreSQL database with every migration of sql/ applied as plain SQL (then the
+// functions of sql/functions/, as the migrator does), for the
 // tests of the rollup SQL (internal/insights, internal/export): no service, just the schema.
 import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
@@ -18,6 +19,16 @@ export function migrationSql(file: string): string {
 }
 
 /**
+ * The functions of sql/functions/ (CREATE OR REPLACE, one current body each), as the migrator
+ * applies them before and after the migrations: run it before and after applying migration
+ * files by hand (a migration may call one of them).
+ */
+export function functionsSql(): string {
+  const dir = new URL('functions/', SQL_DIR);
+  return readdirSync(dir).filter((f) => f.endsWith('.sql')).sort().map((f) => readFileSync(new URL(f, dir), 'utf8')).join('\n');
+}
+
+/**
  * Creates database `name`, applies sql/ (each file through `edit`), and gives a partitioned
  * events table a default partition (tests insert events of any date).
  */
@@ -27,7 +38,9 @@ export async function createSqlDb(name: string, o: { max?: number; edit?: (file:
   await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
   await admin.end();
   const pool = new pg.Pool({ connectionString: `${SERVER_URL}/${name}`, max: o.max ?? 8 });
+  await pool.query(functionsSql());
   for (const file of migrationFiles()) await pool.query(o.edit ? o.edit(file, migrationSql(file)) : migrationSql(file));
+  await pool.query(functionsSql());
   const { rows } = await pool.query("SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned");
   if (rows[0]?.partitioned) await pool.query('CREATE TABLE events_test PARTITION OF events DEFAULT');
   return pool;
