@@ -461,9 +461,9 @@ test('upgrade: sql/023 fills the view counts of existing rollup rows in place, l
     const at = files.indexOf('023_rollup_pageviews.sql');
     assert.ok(at > 0);
     const t0 = performance.now();
-    await db.query(functionsSql());
+    await db.query(await functionsSql());
     for (const f of files.slice(0, at)) await db.query(migrationSql(f));
-    await db.query(functionsSql());
+    await db.query(await functionsSql());
     t.diagnostic(`001-022 applied in ${Math.round(performance.now() - t0)} ms`);
     assert.equal((await db.query('SELECT tm_timescale() AS ts')).rows[0].ts, true);
     await db.query(`INSERT INTO projects (id, name, timezone) VALUES ('t', 't', 'America/New_York')`);
@@ -486,7 +486,7 @@ test('upgrade: sql/023 fills the view counts of existing rollup rows in place, l
     await db.query(logAll);
     while ((await refreshRollups(db, true, { before })).buckets > 0);
     await db.query(migrationSql('023_rollup_pageviews.sql'));
-    await db.query(functionsSql());
+    await db.query(await functionsSql());
     assert.equal((await db.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n, 0, '023 logs nothing');
     const { rows: filled } = await db.query(
       `SELECT (SELECT sum(views) FROM rollup_pages_hourly)::int AS pages_hourly, (SELECT sum(views) FROM rollup_pages_daily)::int AS pages_daily,
@@ -527,9 +527,9 @@ test('upgrade: sql/026 turns the session continuous aggregates into tables the s
     const at = files.indexOf('026_session_rollups_kept.sql');
     assert.ok(at > 0);
     const t0 = performance.now();
-    await db.query(functionsSql());
+    await db.query(await functionsSql());
     for (const f of files.slice(0, at)) await db.query(migrationSql(f));
-    await db.query(functionsSql());
+    await db.query(await functionsSql());
     t.diagnostic(`001-025 applied in ${Math.round(performance.now() - t0)} ms`);
     const dims = (await db.query('SELECT relation FROM rollup_dimensions ORDER BY relation')).rows.map((r) => r.relation as string);
     const sessionRollups = ['rollup_sessions_hourly', ...dims].sort();
@@ -560,7 +560,7 @@ test('upgrade: sql/026 turns the session continuous aggregates into tables the s
                     SELECT project_id, date_trunc('hour', started_at, 'UTC'), false FROM sessions WHERE id = md5('t301')::uuid`);
 
     await db.query(migrationSql('026_session_rollups_kept.sql'));
-    await db.query(functionsSql());
+    await db.query(await functionsSql());
     assert.equal(await caggs(), 0, 'after 026: no session continuous aggregate');
     const kinds = await db.query(`SELECT relname, relkind::text FROM pg_class WHERE relname = ANY($1::text[]) AND relnamespace = 'public'::regnamespace ORDER BY relname`, [sessionRollups]);
     assert.deepEqual(kinds.rows, sessionRollups.map((relname) => ({ relname, relkind: 'r' })), 'plain tables');

@@ -282,7 +282,7 @@ describe('uncharted event rows (sql/020)', () => {
       await refreshAllBefore(up, NOW_HOUR);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1', [NOW_HOUR])).rows[0].n, 0);
       for (const x of later) await up.query(migrationSql(x));
-      await up.query(functionsSql());
+      await up.query(await functionsSql());
       assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 500);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM event_uncharted_hourly')).rows[0].n, 0);
       await compareAll(up, 'before the refresh', PAGES, UPGRADE_PROJECTS);

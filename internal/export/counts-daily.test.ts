@@ -209,7 +209,7 @@ describe('per-local-day event counts', () => {
       await refreshAll(up);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1', [NOW_HOUR])).rows[0].n, 0);
       await up.query(migrationSql(file));
-      await up.query(functionsSql());
+      await up.query(await functionsSql());
       assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 500);
       const q = [{ range: '30d' }, { range: '3m', interval: 'week' }];
       const check = async (label: string) => {

@@ -368,7 +368,7 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
         await refreshAll(up);
         assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1', [NOW_HOUR])).rows[0].n, 0);
         for (const x of later) await up.query(migrationSql(x));
-        await up.query(functionsSql());
+        await up.query(await functionsSql());
         assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 500);
         const check = async (label: string) => compareAll(up, label, [{ range: '30d' }, { range: '3m', interval: 'week' }], SHAPES.slice(0, 4), UPGRADE_PROJECTS);
         await check('before the refresh');
@@ -394,7 +394,7 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
         const listed = (await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n;
         assert.ok(listed > 20, `${listed} days listed`);
         for (const x of later) await up.query(migrationSql(x));
-        await up.query(functionsSql());
+        await up.query(await functionsSql());
         // the days stay listed, with no full-combination rows yet: every hour with events is logged
         assert.equal((await up.query('SELECT count(*)::int AS n FROM event_cube_days')).rows[0].n, listed);
         assert.equal((await up.query('SELECT count(*)::int AS n FROM event_cube_daily')).rows[0].n, 0);

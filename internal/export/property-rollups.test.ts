@@ -475,7 +475,7 @@ describe('export property rollups', { concurrency: 2 }, () => {
         await refreshAll(db, new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000 + 86_400_000));
         assert.equal((await db.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n, 0);
         for (const file of migrationFiles().filter(skip)) await db.query(migrationSql(file));
-        await db.query(functionsSql());
+        await db.query(await functionsSql());
         const hours = await db.query(
           `SELECT (SELECT count(DISTINCT (project_id, date_trunc('hour', created_at, 'UTC')))::int FROM events) AS with_events,
                   (SELECT count(DISTINCT (project_id, bucket))::int FROM rollup_invalidations) AS logged,

@@ -113,11 +113,11 @@ async function generate(projectId: string, seed: number, from: string, to: strin
 }
 
 async function migrate(db: pg.Pool, edit: (file: string, sql: string) => string = (_f, s) => s): Promise<void> {
-  await db.query(functionsSql());
+  await db.query(await functionsSql());
   for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')).sort()) {
     await db.query(edit(file, readFileSync(new URL(file, SQL_DIR), 'utf8')));
   }
-  await db.query(functionsSql());
+  await db.query(await functionsSql());
 }
 
 async function createDb(name: string): Promise<pg.Pool> {
@@ -896,9 +896,9 @@ describe('metrics filtered on two cube dimensions: the daily pair metrics (sql/0
       const files = readdirSync(SQL_DIR).filter((x) => x.endsWith('.sql')).sort();
       const upTo = files.indexOf('018_session_pair_metrics.sql');
       assert.ok(upTo > 0);
-      await up.query(functionsSql());
+      await up.query(await functionsSql());
       for (const file of files.slice(0, upTo)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
-      await up.query(functionsSql());
+      await up.query(await functionsSql());
       await up.query(`INSERT INTO projects (id, name, timezone) VALUES ('u', 'u', 'Europe/Berlin'), ('k', 'k', 'Asia/Kolkata')`);
       await up.query(
         `INSERT INTO sessions (id, project_id, device_id, profile_id, started_at, last_event_at, country, device, screen_view_count)
@@ -909,7 +909,7 @@ describe('metrics filtered on two cube dimensions: the daily pair metrics (sql/0
       while ((await refreshRollups(up, false, { before: NOW })).buckets > 0);
       // 018 and 019, then the rest (sql/023 fills its new columns in place and logs nothing)
       for (const file of files.slice(upTo)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
-      await up.query(functionsSql());
+      await up.query(await functionsSql());
       const { rows } = await up.query(
         `SELECT array_agg(bucket ORDER BY bucket)::text AS logged FROM rollup_invalidations WHERE project_id = 'u'`,
       );
@@ -1103,9 +1103,9 @@ describe('sql/010 on an upgraded database, and without hll', () => {
     const files = readdirSync(SQL_DIR).filter((x) => x.endsWith('.sql')).sort();
     const upTo = files.indexOf('010_rollup_visitor_values.sql');
     assert.ok(upTo > 0);
-    await up.query(functionsSql());
+    await up.query(await functionsSql());
     for (const file of files.slice(0, upTo)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
-    await up.query(functionsSql());
+    await up.query(await functionsSql());
     await up.query(`INSERT INTO projects (id, name, timezone) VALUES ('u', 'u', 'UTC')`);
     await up.query(
       `INSERT INTO sessions (id, project_id, device_id, profile_id, started_at, last_event_at, country)
@@ -1115,7 +1115,7 @@ describe('sql/010 on an upgraded database, and without hll', () => {
     await up.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', started_at, 'UTC') FROM sessions`);
     while ((await refreshRollups(up, false, { before: NOW })).buckets > 0);
     for (const file of files.slice(upTo)) await up.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
-    await up.query(functionsSql());
+    await up.query(await functionsSql());
     const { rows } = await up.query(
       `SELECT (SELECT count(DISTINCT bucket) FROM rollup_invalidations WHERE project_id = 'u')::int AS logged,
               (SELECT count(DISTINCT date_trunc('hour', started_at, 'UTC')) FROM sessions)::int AS hours,

@@ -265,9 +265,9 @@ describe('pageviews on page and breakdown rows', () => {
     const files = migrationFiles();
     const at = files.indexOf('023_rollup_pageviews.sql');
     assert.ok(at > 0);
-    await up.query(functionsSql());
+    await up.query(await functionsSql());
     for (const file of files.slice(0, at)) await up.query(migrationSql(file));
-    await up.query(functionsSql());
+    await up.query(await functionsSql());
     const { rows: part } = await up.query("SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned");
     if (part[0]?.partitioned) await up.query('CREATE TABLE events_test PARTITION OF events DEFAULT');
     for (const p of PROJECTS) {
@@ -304,7 +304,7 @@ describe('pageviews on page and breakdown rows', () => {
     assert.equal(logBefore.length, 2);
 
     for (const file of files.slice(at)) await up.query(migrationSql(file));
-    await up.query(functionsSql());
+    await up.query(await functionsSql());
 
     // (1) 023 logs nothing: the pending hour is still logged, by both shards, same versions.
     assert.deepEqual(await log(), logBefore, 'rollup_invalidations as before 023');

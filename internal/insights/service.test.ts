@@ -448,11 +448,11 @@ before(async () => {
   pool = new pg.Pool({ connectionString: `${SERVER_URL}/${DB_NAME}`, max: 8 });
   const client = await pool.connect();
   try {
-    await client.query(functionsSql());
+    await client.query(await functionsSql());
     for (const file of readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')).sort()) {
       await client.query(readFileSync(new URL(file, SQL_DIR), 'utf8'));
     }
-    await client.query(functionsSql());
+    await client.query(await functionsSql());
     const { rows } = await client.query<{ partitioned: boolean }>(
       "SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned",
     );

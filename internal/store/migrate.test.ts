@@ -1,8 +1,9 @@
-// Upgrading a database that already holds data: the migrations that add rollups log the
-// existing hours, so reads stay exact before the refresh and the refresh fills the rollups.
+// Migrations: upgrading a database that already holds data (the migrations that add rollups log
+// the existing hours, so reads stay exact before the refresh and the refresh fills the rollups),
+// and the functions of sql/functions/, applied on every start.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { TestEnv } from '../../test/support/harness';
@@ -57,6 +58,39 @@ test('migrating a database with events and sessions to the rollup release logs t
     assert.equal(await n('SELECT count(*) AS n FROM rollup_invalidations'), 0);
   } finally {
     rmSync(older, { recursive: true, force: true });
+    await db.end();
+    await env.teardown();
+  }
+});
+
+test('sql/functions: every file is applied on a new database, and a changed file takes effect at the next start with no migration', async () => {
+  const env = new TestEnv('routines');
+  await ensureDatabase(env.databaseUrl);
+  const db = createPool(env.databaseUrl, 2);
+  const copy = mkdtempSync(path.join(os.tmpdir(), 'tm-sql-'));
+  try {
+    cpSync(SQL_DIR, copy, { recursive: true });
+    const files = readdirSync(path.join(copy, 'functions')).filter((f) => f.endsWith('.sql'));
+    assert.ok(files.length >= 10);
+    const first = await migrate(db, copy);
+    assert.ok(first.applied.length > 20);
+    const names = files.map((f) => f.replace(/\.sql$/, ''));
+    const defined = async () => (await db.query<{ proname: string; prosrc: string }>(
+      `SELECT proname, prosrc FROM pg_proc WHERE pronamespace = 'public'::regnamespace AND proname = ANY($1::text[])`, [names])).rows;
+    assert.deepEqual((await defined()).map((r) => r.proname).sort(), [...names].sort(), 'one function per file, each defined');
+    assert.ok((await defined()).every((r) => r.prosrc.length > 0));
+
+    // A release that changes one function's body and adds no migration.
+    const file = path.join(copy, 'functions', 'tm_local_day.sql');
+    const before = readFileSync(file, 'utf8');
+    assert.match(before, /DECLARE\n  tz text;/);
+    writeFileSync(file, before.replace('DECLARE\n  tz text;', 'DECLARE\n  -- changed in a later release\n  tz text;'));
+    const second = await migrate(db, copy);
+    assert.deepEqual(second.applied, [], 'no migration ran');
+    const body = (await defined()).find((r) => r.proname === 'tm_local_day')!.prosrc;
+    assert.match(body, /changed in a later release/);
+  } finally {
+    rmSync(copy, { recursive: true, force: true });
     await db.end();
     await env.teardown();
   }

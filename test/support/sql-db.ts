@@ -4,6 +4,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import type { PageParams } from '../../internal/query/params';
+import { routinesSql } from '../../internal/store/migrate';
 import { refreshRollups } from '../../internal/store/rollups';
 
 export const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
@@ -23,10 +24,7 @@ export function migrationSql(file: string): string {
  * applies them before and after the migrations: run it before and after applying migration
  * files by hand (a migration may call one of them).
  */
-export function functionsSql(): string {
-  const dir = new URL('functions/', SQL_DIR);
-  return readdirSync(dir).filter((f) => f.endsWith('.sql')).sort().map((f) => readFileSync(new URL(f, dir), 'utf8')).join('\n');
-}
+export const functionsSql = (): Promise<string> => routinesSql();
 
 /**
  * Creates database `name`, applies sql/ (each file through `edit`), and gives a partitioned
@@ -38,9 +36,9 @@ export async function createSqlDb(name: string, o: { max?: number; edit?: (file:
   await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
   await admin.end();
   const pool = new pg.Pool({ connectionString: `${SERVER_URL}/${name}`, max: o.max ?? 8 });
-  await pool.query(functionsSql());
+  await pool.query(await functionsSql());
   for (const file of migrationFiles()) await pool.query(o.edit ? o.edit(file, migrationSql(file)) : migrationSql(file));
-  await pool.query(functionsSql());
+  await pool.query(await functionsSql());
   const { rows } = await pool.query("SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'events'::regclass) AS partitioned");
   if (rows[0]?.partitioned) await pool.query('CREATE TABLE events_test PARTITION OF events DEFAULT');
   return pool;
