@@ -6,21 +6,10 @@ CREATE OR REPLACE FUNCTION tm_refresh_event_counts(p_project text, p_bucket time
 LANGUAGE plpgsql AS $body$
 DECLARE
   g record;
-  d0 timestamptz;
-  d1 timestamptz;
+  ld record;
 BEGIN
-  SELECT l.d0, l.d1 INTO d0, d1 FROM tm_local_day(p_project, p_bucket) l;
-  IF d0 IS NULL THEN
-    RETURN;
-  END IF;
-  -- Refreshes of two hours of one day take turns (READ COMMITTED: each statement sees the
-  -- other's commit, log deletions included).
-  PERFORM pg_advisory_xact_lock(727274014, hashtext(p_project || '/' || d0::text));
-  DELETE FROM event_counts_days WHERE project_id = p_project AND bucket = d0;
-  DELETE FROM event_counts_daily WHERE project_id = p_project AND bucket = d0;
-  -- Another hour of the day still logged: its refresh builds the day.
-  IF EXISTS (SELECT 1 FROM rollup_invalidations i
-             WHERE i.project_id = p_project AND i.bucket >= d0 AND i.bucket < d1 AND i.bucket <> p_bucket) THEN
+  ld := tm_day_build(p_project, p_bucket, 727274014, ARRAY['event_counts_days', 'event_counts_daily']);
+  IF NOT ld.build THEN
     RETURN;
   END IF;
   g := tm_event_groups('e.name', true);
@@ -32,8 +21,8 @@ BEGIN
       WHERE x.project_id = $1 AND x.created_at >= $2 AND x.created_at < $3
         AND NOT x.is_bot AND x.name <> ALL (ARRAY['session_start', 'session_end']::text[])
     ) e
-    GROUP BY GROUPING SETS ((e.name), %4$s)$q$, g.dims, g.vals, g.cols, g.sets) USING p_project, d0, d1;
+    GROUP BY GROUPING SETS ((e.name), %4$s)$q$, g.dims, g.vals, g.cols, g.sets) USING p_project, ld.d0, ld.d1;
   INSERT INTO event_counts_days (project_id, bucket, hours)
-  VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
+  VALUES (p_project, ld.d0, (extract(epoch FROM ld.d1 - ld.d0) / 3600)::integer);
 END
 $body$;

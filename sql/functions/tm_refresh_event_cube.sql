@@ -7,8 +7,7 @@ CREATE OR REPLACE FUNCTION tm_refresh_event_cube(p_project text, p_bucket timest
 LANGUAGE plpgsql AS $body$
 DECLARE
   daily constant boolean := to_regclass('event_cube_daily') IS NOT NULL;
-  d0 timestamptz;
-  d1 timestamptz;
+  ld record;
 BEGIN
   DELETE FROM event_cube_hourly WHERE project_id = p_project AND bucket = p_bucket;
   INSERT INTO event_cube_hourly
@@ -19,30 +18,17 @@ BEGIN
   WHERE e.project_id = p_project AND e.created_at >= p_bucket AND e.created_at < p_bucket + interval '1 hour'
   GROUP BY e.name, e.is_bot, e.referrer_name, e.referrer_type, e.utm_source, e.utm_medium, e.country, e.device, e.browser, e.os, e.brand;
 
-  SELECT l.d0, l.d1 INTO d0, d1 FROM tm_local_day(p_project, p_bucket) l;
-  IF d0 IS NULL THEN
-    RETURN;
-  END IF;
-  -- Refreshes of two hours of one day take turns (READ COMMITTED: each statement sees the
-  -- other's commit, log deletions included).
-  PERFORM pg_advisory_xact_lock(727274015, hashtext(p_project || '/' || d0::text));
-  DELETE FROM event_cube_days WHERE project_id = p_project AND bucket = d0;
-  DELETE FROM event_cube_pairs_daily WHERE project_id = p_project AND bucket = d0;
-  IF daily THEN
-    DELETE FROM event_cube_daily WHERE project_id = p_project AND bucket = d0;
-  END IF;
-  -- Another hour of the day still logged: its refresh builds the day.
-  IF EXISTS (SELECT 1 FROM rollup_invalidations i
-             WHERE i.project_id = p_project AND i.bucket >= d0 AND i.bucket < d1 AND i.bucket <> p_bucket) THEN
+  ld := tm_day_build(p_project, p_bucket, 727274015, ARRAY['event_cube_days', 'event_cube_pairs_daily', 'event_cube_daily']);
+  IF NOT ld.build THEN
     RETURN;
   END IF;
   IF daily THEN
     INSERT INTO event_cube_daily
-    SELECT p_project, d0, h.name, h.is_bot,
+    SELECT p_project, ld.d0, h.name, h.is_bot,
            h.referrer_name, h.referrer_type, h.utm_source, h.utm_medium, h.country, h.device, h.browser, h.os, h.brand,
            sum(h.count)
     FROM event_cube_hourly h
-    WHERE h.project_id = p_project AND h.bucket >= d0 AND h.bucket < d1
+    WHERE h.project_id = p_project AND h.bucket >= ld.d0 AND h.bucket < ld.d1
     GROUP BY h.name, h.is_bot, h.referrer_name, h.referrer_type, h.utm_source, h.utm_medium, h.country, h.device, h.browser, h.os, h.brand;
   END IF;
   EXECUTE format($q$INSERT INTO event_cube_pairs_daily (project_id, pair, bucket, name, is_bot, a, b, count)
@@ -51,8 +37,8 @@ BEGIN
     CROSS JOIN LATERAL (VALUES %2$s) AS x(pair, a, b)
     WHERE h.project_id = $1 AND h.bucket >= $2 AND h.bucket < $3
     GROUP BY x.pair, h.name, h.is_bot, x.a, x.b$q$,
-    CASE WHEN daily THEN 'event_cube_daily' ELSE 'event_cube_hourly' END, tm_cube_pair_values('h')) USING p_project, d0, d1;
+    CASE WHEN daily THEN 'event_cube_daily' ELSE 'event_cube_hourly' END, tm_cube_pair_values('h')) USING p_project, ld.d0, ld.d1;
   INSERT INTO event_cube_days (project_id, bucket, hours)
-  VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
+  VALUES (p_project, ld.d0, (extract(epoch FROM ld.d1 - ld.d0) / 3600)::integer);
 END
 $body$;

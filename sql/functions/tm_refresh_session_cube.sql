@@ -7,8 +7,7 @@ LANGUAGE plpgsql AS $body$
 DECLARE
   dims constant text := 'referrer_name, referrer_type, utm_source, utm_medium, country, device, browser, os, brand';
   m record;
-  d0 timestamptz;
-  d1 timestamptz;
+  ld record;
 BEGIN
   m := tm_session_measures('rollup_session_cube_hourly', 's');
   DELETE FROM rollup_session_cube_hourly WHERE project_id = p_project AND bucket = p_bucket;
@@ -18,21 +17,9 @@ BEGIN
     WHERE s.project_id = $1 AND s.started_at >= $2 AND s.started_at < $2 + interval '1 hour' AND NOT s.is_bot
     GROUP BY %1$s$q$, dims, m.cols, m.exprs) USING p_project, p_bucket;
 
-  SELECT l.d0, l.d1 INTO d0, d1 FROM tm_local_day(p_project, p_bucket) l;
-  IF d0 IS NULL THEN
-    RETURN;
-  END IF;
-  -- Refreshes of two hours of one day take turns (READ COMMITTED: each statement sees the
-  -- other's commit, log deletions included).
-  PERFORM pg_advisory_xact_lock(727274012, hashtext(p_project || '/' || d0::text));
-  DELETE FROM rollup_session_cube_days WHERE project_id = p_project AND bucket = d0;
-  DELETE FROM rollup_session_cube_daily WHERE project_id = p_project AND bucket = d0;
-  IF to_regclass('rollup_session_cube_pairs_daily') IS NOT NULL THEN
-    DELETE FROM rollup_session_cube_pairs_daily WHERE project_id = p_project AND bucket = d0;
-  END IF;
-  -- Another hour of the day still logged: its refresh builds the day.
-  IF EXISTS (SELECT 1 FROM rollup_invalidations i
-             WHERE i.project_id = p_project AND i.bucket >= d0 AND i.bucket < d1 AND i.bucket <> p_bucket) THEN
+  ld := tm_day_build(p_project, p_bucket, 727274012,
+    ARRAY['rollup_session_cube_days', 'rollup_session_cube_daily', 'rollup_session_cube_pairs_daily']);
+  IF NOT ld.build THEN
     RETURN;
   END IF;
   m := tm_session_measures('rollup_session_cube_daily', 'h');
@@ -40,11 +27,11 @@ BEGIN
     SELECT $1, $2, %1$s%3$s
     FROM rollup_session_cube_hourly h
     WHERE h.project_id = $1 AND h.bucket >= $2 AND h.bucket < $3
-    GROUP BY %1$s$q$, dims, m.cols, m.sums) USING p_project, d0, d1;
+    GROUP BY %1$s$q$, dims, m.cols, m.sums) USING p_project, ld.d0, ld.d1;
   IF to_regclass('rollup_session_cube_pairs_daily') IS NOT NULL THEN
-    PERFORM tm_session_cube_pairs(p_project, d0);
+    PERFORM tm_session_cube_pairs(p_project, ld.d0);
   END IF;
   INSERT INTO rollup_session_cube_days (project_id, bucket, hours)
-  VALUES (p_project, d0, (extract(epoch FROM d1 - d0) / 3600)::integer);
+  VALUES (p_project, ld.d0, (extract(epoch FROM ld.d1 - ld.d0) / 3600)::integer);
 END
 $body$;
