@@ -42,8 +42,10 @@ export async function seedWeek(url: string, writer: Credentials, opts: { visits?
   const now = Date.now();
   let views = 0;
   for (let v = 0; v < visits; v++) {
-    // More visits on recent days, with a daily rhythm.
-    const daysAgo = Math.floor(random() ** 1.6 * 7);
+    // More visits on recent days, with a daily rhythm. At most 5 UTC days back (07:00-22:00
+    // UTC): always inside a "last 7 days" in any timezone. A 6th day fell out of it in
+    // Europe/Berlin from 23:00 UTC, when Berlin's today is the next day.
+    const daysAgo = Math.floor(random() ** 1.6 * 6);
     const hour = 7 + Math.floor(random() * 15);
     const start = new Date(now - daysAgo * 86_400_000);
     start.setUTCHours(hour, Math.floor(random() * 60), 0, 0);
