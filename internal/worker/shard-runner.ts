@@ -149,8 +149,15 @@ export class ShardRunner {
     const messages = await consumer.consume({
       max_messages: Math.max(100, this.deps.batchMax),
       // A lost delivery at the tail (nothing after it to show the gap) shows in the next idle
-      // heartbeat: within this long, not after ack_wait.
+      // heartbeat, not after ack_wait.
       expires: 10_000,
+      // The server sends a heartbeat every 500 ms to a waiting pull request; after two missed
+      // ones the library asks again. A pull request can be gone with no word from the server
+      // (nats-server 2.9 under load here, later servers in their issue tracker: no 408, the
+      // shard's messages pending): the default heartbeat (expires / 2) left such a shard
+      // stopped for 7-12 s while the others went on; now for about a second
+      // (test/worker-lost-pull.test.ts).
+      idle_heartbeat: 500,
       callback: (m) => this.receive(gen, m),
     });
     this.messages = messages;
