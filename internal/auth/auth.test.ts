@@ -12,7 +12,7 @@ import { Authenticator } from './auth';
 import { generateSecret, hashSecret } from './secrets';
 
 const DB_NAME = `tidemark_test_auth_${randomBytes(6).toString('hex')}`;
-const TTL = 600;
+const TTL = 2000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let pool: pg.Pool;
@@ -63,7 +63,7 @@ describe('Authenticator row cache', () => {
     assert.equal((await auth.forRead(request(), projectId)).mode, 'read');
     assert.equal(clientReads, reads + 1);
     // ...and the next request, a moment later, gets the row it read (no read of its own).
-    await sleep(50);
+    await sleep(200);
     assert.equal((await auth.forRead(request(), projectId)).mode, 'root');
     assert.equal(clientReads, reads + 1);
 
@@ -81,7 +81,7 @@ describe('Authenticator row cache', () => {
     assert.equal((await auth.project(projectId))?.timezone, 'UTC');
     await sleep(TTL * 0.6);
     assert.equal((await auth.project(projectId))?.timezone, 'UTC'); // answered from the cache, read in the background
-    await sleep(50);
+    await sleep(200);
     assert.equal((await auth.project(projectId))?.timezone, 'Europe/Berlin');
   });
 });
