@@ -141,8 +141,8 @@ function wrkScript(creds: Credentials | null): string {
 
 // ---- CPU accounting from /proc ----
 
-const TICK_US = 1e6 / Number(execSync('getconf CLK_TCK').toString().trim() || '100');
-function ticks(pid: number): number {
+export const TICK_US = 1e6 / Number(execSync('getconf CLK_TCK').toString().trim() || '100');
+export function ticks(pid: number): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -151,7 +151,7 @@ function ticks(pid: number): number {
     return 0;
   }
 }
-const pidsOf = (name: string): number[] => {
+export const pidsOf = (name: string): number[] => {
   try {
     return execSync(`pgrep -x ${name}`).toString().trim().split('\n').map(Number).filter(Boolean);
   } catch {

@@ -5,14 +5,14 @@
 // request at the same rate, in the same run. Prints; writes nothing.
 //
 //   npx tsx bench/wakeups.ts [--rates 300,1600] [--seconds 10] [KEY=VALUE ...]   (env for npm start)
-import { execSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { TestEnv, ROOT, sleep, waitFor } from '../test/support/harness';
 import { stopChild } from '../test/support/private-services';
-import { countStored, cpuDelta, cpuNow, rawRequests } from './e2e';
+import { countStored, cpuDelta, cpuNow, pidsOf, rawRequests, ticks, TICK_US } from './e2e';
 import { openLoop, percentile, sequential } from './openloop';
 
 const { values, positionals } = parseArgs({
@@ -36,26 +36,12 @@ function switches(pid: number): number {
   }
   return n;
 }
-const pidsOf = (name: string): number[] => {
-  try {
-    return execSync(`pgrep -x ${name}`).toString().trim().split('\n').map(Number).filter(Boolean);
-  } catch {
-    return [];
-  }
-};
 /** Busy and total jiffies of the whole machine (/proc/stat; idle and iowait are not busy). */
 function machine(): [number, number] {
   const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.split(/\s+/).slice(1).map(Number);
   const total = f.reduce((a, b) => a + b, 0);
   return [total - f[3]! - f[4]!, total];
 }
-const ticks = (pid: number): number => {
-  const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-  return Number(f[11]) + Number(f[12]);
-};
-const TICK_US = 1e6 / Number(execSync('getconf CLK_TCK').toString().trim() || '100');
-
 async function bare(rate: number): Promise<string> {
   const port = 12000 + Math.floor(Math.random() * 18000);
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/baseline-server.ts'), 'bare', '--port', String(port)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
