@@ -1,6 +1,7 @@
 // The Authenticator's row cache on a real PostgreSQL: a busy client's row is read again ahead
 // of its expiry, in the background (no request waits for PostgreSQL), and no row answers
-// longer than the TTL after it was read.
+// longer than the TTL after it was read. The caches age by a clock the test moves, so a loaded
+// machine's late timers cannot change what is asserted; only the background read is waited for.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
@@ -14,6 +15,19 @@ import { generateSecret, hashSecret } from './secrets';
 const DB_NAME = `tidemark_test_auth_${randomBytes(6).toString('hex')}`;
 const TTL = 2000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The cache's clock: moved by the test, never by the wall. */
+let clock = 1_000_000; // not 0: the LRU cache reads a start time of 0 as "no TTL"
+const now = () => clock;
+/** Polls until `read` gives `want` (the background read has landed), or gives up after 10 s. */
+async function until<T>(read: () => Promise<T>, want: T): Promise<T> {
+  const deadline = Date.now() + 10_000;
+  let got = await read();
+  while (got !== want && Date.now() < deadline) {
+    await sleep(20);
+    got = await read();
+  }
+  return got;
+}
 
 let pool: pg.Pool;
 let clientId: string;
@@ -48,7 +62,7 @@ const setMode = (mode: string) => pool.query('UPDATE clients SET mode = $2 WHERE
 
 describe('Authenticator row cache', () => {
   it('refreshes a busy row ahead of its expiry without making a request wait, and never answers past the TTL', async () => {
-    const auth = new Authenticator(pool, { cacheTtlMs: TTL });
+    const auth = new Authenticator(pool, { cacheTtlMs: TTL, now });
     assert.equal((await auth.forRead(request(), projectId)).mode, 'read');
     assert.equal(clientReads, 1);
 
@@ -58,30 +72,28 @@ describe('Authenticator row cache', () => {
     assert.equal(clientReads, 1);
 
     // Past half the TTL: the cached row answers at once, a background read starts...
-    await sleep(TTL * 0.6);
+    clock += TTL * 0.6;
     const reads = clientReads;
     assert.equal((await auth.forRead(request(), projectId)).mode, 'read');
     assert.equal(clientReads, reads + 1);
-    // ...and the next request, a moment later, gets the row it read (no read of its own).
-    await sleep(200);
-    assert.equal((await auth.forRead(request(), projectId)).mode, 'root');
+    // ...and the requests after it get the row it read once it lands (none reads on its own).
+    assert.equal(await until(async () => (await auth.forRead(request(), projectId)).mode, 'root'), 'root');
     assert.equal(clientReads, reads + 1);
 
     // Idle past the TTL: the row has expired and is read in line (a change shows at once).
     await setMode('read');
-    await sleep(TTL + 100);
+    clock += TTL + 100;
     assert.equal((await auth.forRead(request(), projectId)).mode, 'read');
     assert.equal(clientReads, reads + 2);
   });
 
   it('refreshes a project row ahead of its expiry the same way', async () => {
-    const auth = new Authenticator(pool, { cacheTtlMs: TTL });
+    const auth = new Authenticator(pool, { cacheTtlMs: TTL, now });
     assert.equal((await auth.project(projectId))?.timezone, 'UTC');
     await pool.query(`UPDATE projects SET timezone = 'Europe/Berlin' WHERE id = $1`, [projectId]);
     assert.equal((await auth.project(projectId))?.timezone, 'UTC');
-    await sleep(TTL * 0.6);
+    clock += TTL * 0.6;
     assert.equal((await auth.project(projectId))?.timezone, 'UTC'); // answered from the cache, read in the background
-    await sleep(200);
-    assert.equal((await auth.project(projectId))?.timezone, 'Europe/Berlin');
+    assert.equal(await until(async () => (await auth.project(projectId))?.timezone, 'Europe/Berlin'), 'Europe/Berlin');
   });
 });

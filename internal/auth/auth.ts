@@ -20,6 +20,8 @@ export interface AuthedClient {
 export interface AuthOptions {
   /** How long a client or project row is reused before being read again. */
   cacheTtlMs?: number;
+  /** The clock the row caches age by (milliseconds); tests pass their own. */
+  now?: () => number;
 }
 
 export function credentialsOf(req: Pick<HttpRequest, 'headers'>): { clientId: string | undefined; secret: string | undefined } {
@@ -42,8 +44,8 @@ export class Authenticator {
 
   constructor(db: Pool, opts: AuthOptions = {}) {
     const ttl = opts.cacheTtlMs ?? 5_000;
-    this.clients = new RowCache((id) => getClient(db, id), ttl);
-    this.projects = new RowCache((id) => getProject(db, id), ttl);
+    this.clients = new RowCache((id) => getClient(db, id), ttl, opts.now);
+    this.projects = new RowCache((id) => getProject(db, id), ttl, opts.now);
   }
 
   project(id: string): Promise<ProjectRow | null> {
@@ -164,8 +166,8 @@ class RowCache<T extends object> {
   /** Bumped by forget: a read that started before it must not store the row it got. */
   private generation = 0;
 
-  constructor(private readonly read: (id: string) => Promise<T | null>, private readonly ttl: number) {
-    this.fresh = new LRUCache({ max: 10_000, ttl });
+  constructor(private readonly read: (id: string) => Promise<T | null>, private readonly ttl: number, now?: () => number) {
+    this.fresh = new LRUCache({ max: 10_000, ttl, ...(now ? { perf: { now }, ttlResolution: 0 } : {}) });
   }
 
   /** The cached row (read again in the background when ageing), or undefined. */
