@@ -5,8 +5,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { blankEventRecord } from '../internal/enrich';
-import type { EventRecord } from '../internal/model/event';
-import { commitShardBatch, committedSeq, PartitionKeeper, ShardFencedError, type ShardBatch } from '../internal/store/writes';
+import { SESSION_DIMENSIONS, type EventRecord } from '../internal/model/event';
+import type { SessionState } from '../internal/sessionize/session';
+import { commitShardBatch, committedSeq, KeyAppliedElsewhereError, PartitionKeeper, ShardFencedError, type ShardBatch } from '../internal/store/writes';
 import { TestEnv } from './support/harness';
 
 let env: TestEnv;
@@ -80,4 +81,59 @@ test('an event stored already is not stored again; the rest of its batch, the po
   const late = event();
   await assert.rejects(commitShardBatch(env.db, batch(stream, seq - 1, [first, late])), ShardFencedError);
   assert.equal(await count(late.id), 0);
+});
+
+test('a batch of the current hour costs four round trips (BEGIN, COPY, one statement for the rest, COMMIT) and writes all of it', async () => {
+  const stream = `s3-${env.namespace}`;
+  const now = Date.now();
+  const view = event({ createdAt: new Date(now - 2000) });
+  const click = event({ name: 'click', createdAt: new Date(now - 1000) });
+  await partitions.ensureFor([view, click]);
+  const sessionId = '0190c0de-0000-7000-8000-5e5510000001';
+  const session: SessionState = {
+    id: sessionId, projectId, deviceId: view.deviceId, profileId: 'p1', startedAt: now - 2000, lastEventAt: now - 1000,
+    screenViewCount: 1, eventCount: 2, entryOrigin: 'https://x.test', entryPath: '/', exitOrigin: 'https://x.test', exitPath: '/',
+    isBot: false, dims: Object.fromEntries(SESSION_DIMENSIONS.map((d) => [d, ''])) as SessionState['dims'], ended: false,
+    updatedAtMs: now, lastEvent: { id: click.id, createdAt: now - 1000, isScreenView: false },
+  };
+  // Every statement the batch's connection sends.
+  const sent: string[] = [];
+  const counting = {
+    connect: async () => {
+      const c = await env.db.connect();
+      const { query, release } = c;
+      c.query = ((...a: unknown[]) => {
+        sent.push(typeof a[0] === 'string' ? a[0] : (a[0] as { text?: string }).text ?? String(a[0]));
+        return (query as (...x: unknown[]) => unknown).apply(c, a);
+      }) as typeof c.query;
+      c.release = (e?: Error | boolean) => {
+        Object.assign(c, { query, release });
+        return release.call(c, e);
+      };
+      return c;
+    },
+  } as unknown as typeof env.db;
+  const seq = await committedSeq(env.db, stream, 0);
+  await commitShardBatch(counting, batch(stream, seq, [view, click], {
+    sessions: [session], viewDurations: [{ eventId: view.id, createdAt: view.createdAt.getTime(), durationMs: 1000 }],
+    opKeys: [{ projectId, key: 'k-four', opId: click.id }],
+  }));
+  assert.equal(sent.length, 4, sent.map((x) => x.slice(0, 60)).join(' | '));
+  assert.equal(sent[0], 'BEGIN');
+  assert.equal(sent[3], 'COMMIT');
+  // ...and every part of it landed.
+  assert.equal(await committedSeq(env.db, stream, 0), seq + 1);
+  const stored = await env.db.query<{ id: string; duration_ms: string | null }>('SELECT id, duration_ms FROM events WHERE id = ANY($1::uuid[]) ORDER BY created_at', [[view.id, click.id]]);
+  assert.deepEqual(stored.rows.map((r) => [r.id, r.duration_ms === null ? null : Number(r.duration_ms)]), [[view.id, 1000], [click.id, null]]);
+  const s = await env.db.query('SELECT event_count, screen_view_count FROM sessions WHERE id = $1', [sessionId]);
+  assert.deepEqual(s.rows, [{ event_count: 2, screen_view_count: 1 }]);
+  assert.equal((await env.db.query('SELECT 1 FROM op_keys WHERE project_id = $1 AND key = $2', [projectId, 'k-four'])).rowCount, 1);
+  const hour = new Date(Math.floor((now - 2000) / 3_600_000) * 3_600_000);
+  const inv = await env.db.query('SELECT rebuild FROM rollup_invalidations WHERE project_id = $1 AND bucket = $2 AND shard = 0', [projectId, hour]);
+  assert.deepEqual(inv.rows, [{ rebuild: true }]);
+  // A key recorded by another batch rolls the whole batch back.
+  const other = event({ createdAt: new Date(now - 500) });
+  await assert.rejects(commitShardBatch(env.db, batch(stream, seq + 1, [other], { opKeys: [{ projectId, key: 'k-four', opId: other.id }] })), KeyAppliedElsewhereError);
+  assert.equal((await env.db.query('SELECT 1 FROM events WHERE id = $1', [other.id])).rowCount, 0);
+  assert.equal(await committedSeq(env.db, stream, 0), seq + 1);
 });

@@ -53,13 +53,41 @@ export async function appliedKeys(db: Pool, keys: { projectId: string; key: stri
 
 export const keyOf = (projectId: string, key: string) => `${projectId}\u0000${key}`;
 
-async function recordKeys(c: PoolClient, keys: AppliedKey[]): Promise<void> {
+/** Records the batch's idempotency keys; the statement returns how many it recorded (checked by the caller). */
+function recordKeys(q: Statement, keys: AppliedKey[]): void {
   if (!keys.length) return;
-  const r = await c.query(
-    `INSERT INTO op_keys (project_id, key, op_id) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING`,
-    [keys.map((k) => k.projectId), keys.map((k) => k.key), keys.map((k) => k.opId)],
-  );
-  if ((r.rowCount ?? 0) !== keys.length) throw new KeyAppliedElsewhereError(`${keys.length - (r.rowCount ?? 0)} idempotency key(s) applied by another batch`);
+  q.cte('keys', `INSERT INTO op_keys (project_id, key, op_id)
+     SELECT * FROM unnest(${q.p(keys.map((k) => k.projectId))}::text[], ${q.p(keys.map((k) => k.key))}::text[], ${q.p(keys.map((k) => k.opId))}::text[])
+     ON CONFLICT DO NOTHING RETURNING 1`);
+}
+
+/**
+ * One statement of data-modifying CTEs (each runs once, to completion, on the statement's
+ * snapshot), so a batch's small writes cost one round trip to PostgreSQL, not one each. Its
+ * parts must not depend on one another's effects: none reads a row another writes.
+ */
+class Statement {
+  readonly params: unknown[] = [];
+  private readonly ctes: string[] = [];
+  private readonly results: string[] = [];
+
+  /** A parameter placeholder for `v`. */
+  p(v: unknown): string {
+    this.params.push(v);
+    return `$${this.params.length}`;
+  }
+
+  /** A data-modifying part; `count`: the statement returns how many rows it returned. */
+  cte(name: string, sql: string): void {
+    this.ctes.push(`${name} AS (${sql})`);
+    if (/RETURNING 1$/.test(sql)) this.results.push(`(SELECT count(*)::int FROM ${name}) AS ${name}`);
+  }
+
+  async run(c: PoolClient): Promise<Record<string, number>> {
+    if (!this.ctes.length) return {};
+    const r = await c.query(`WITH ${this.ctes.join(',\n')}\nSELECT ${this.results.length ? this.results.join(', ') : '1 AS done'}`, this.params);
+    return r.rows[0] ?? {};
+  }
 }
 
 /** Another worker committed this shard past our starting point: we no longer own it. */
@@ -201,14 +229,12 @@ function firstOfEachEvent(events: EventRecord[]): EventRecord[] {
   });
 }
 
-async function updateViewDurations(c: PoolClient, d: ShardBatch['viewDurations']): Promise<void> {
+function updateViewDurations(q: Statement, d: ShardBatch['viewDurations']): void {
   if (!d.length) return;
-  await c.query(
-    `UPDATE events e SET duration_ms = u.ms
-     FROM unnest($1::uuid[], $2::timestamptz[], $3::int8[]) AS u(id, at, ms)
-     WHERE e.created_at = u.at AND e.id = u.id`,
-    [d.map((x) => x.eventId), d.map((x) => new Date(x.createdAt).toISOString()), d.map((x) => x.durationMs)],
-  );
+  q.cte('durations', `UPDATE events e SET duration_ms = u.ms
+     FROM unnest(${q.p(d.map((x) => x.eventId))}::uuid[], ${q.p(d.map((x) => new Date(x.createdAt).toISOString()))}::timestamptz[],
+                 ${q.p(d.map((x) => x.durationMs))}::int8[]) AS u(id, at, ms)
+     WHERE e.created_at = u.at AND e.id = u.id`);
 }
 
 const SESSION_COLUMNS: [string, string, (s: SessionState) => unknown][] = [
@@ -238,17 +264,13 @@ const SESSION_MUTABLE = [
   'screen_view_count', 'event_count', 'is_bounce', 'last_event_id', 'last_event_is_view', 'updated_at',
 ];
 
-async function upsertSessions(c: PoolClient, sessions: SessionState[]): Promise<void> {
+function upsertSessions(q: Statement, sessions: SessionState[]): void {
   if (!sessions.length) return;
-  const params = SESSION_COLUMNS.map(([, , get]) => sessions.map(get));
-  const unnest = SESSION_COLUMNS.map(([, t], i) => `$${i + 1}::${t}[]`).join(', ');
+  const unnest = SESSION_COLUMNS.map(([, t, get]) => `${q.p(sessions.map(get))}::${t}[]`).join(', ');
   const names = SESSION_COLUMNS.map(([n]) => n).join(', ');
-  await c.query(
-    `INSERT INTO sessions (${names})
+  q.cte('sessions_up', `INSERT INTO sessions (${names})
      SELECT * FROM unnest(${unnest}) AS u(${names})
-     ON CONFLICT (started_at, id) DO UPDATE SET ${SESSION_MUTABLE.map((n) => `${n} = EXCLUDED.${n}`).join(', ')}`,
-    params,
-  );
+     ON CONFLICT (started_at, id) DO UPDATE SET ${SESSION_MUTABLE.map((n) => `${n} = EXCLUDED.${n}`).join(', ')}`);
 }
 
 const HOUR_MS = 3_600_000;
@@ -321,13 +343,13 @@ async function logUpdatedEvents(c: PoolClient, scope: DeltaScope, d: ShardBatch[
  * of the version on conflict, so the row lock orders this commit against a concurrent
  * rollup refresh.
  */
-async function invalidateRollups(
-  c: PoolClient,
+function invalidateRollups(
+  q: Statement,
   shard: number,
   scope: DeltaScope,
   sessions: SessionState[],
   events: { projectId: string; createdAtMs: number }[] = [],
-): Promise<void> {
+): void {
   if (!sessions.length && !events.length) return;
   const keys = new Map<string, [string, number]>();
   const add = (projectId: string, ms: number) => {
@@ -337,15 +359,14 @@ async function invalidateRollups(
   for (const s of sessions) add(s.projectId, s.startedAt);
   for (const e of events) add(e.projectId, e.createdAtMs);
   const rows = [...keys.values()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] - b[1]));
-  await c.query(
-    `INSERT INTO rollup_invalidations (project_id, bucket, shard, rebuild)
-     SELECT p, b, $3, r FROM unnest($1::text[], $2::timestamptz[], $4::bool[]) WITH ORDINALITY AS u(p, b, r, i) ORDER BY i
+  q.cte('invalidations', `INSERT INTO rollup_invalidations (project_id, bucket, shard, rebuild)
+     SELECT p, b, ${q.p(shard)}::int, r
+     FROM unnest(${q.p(rows.map((r) => r[0]))}::text[], ${q.p(rows.map((r) => new Date(r[1]).toISOString()))}::timestamptz[],
+                 ${q.p(rows.map((r) => r[1] >= scope.cutoff))}::bool[]) WITH ORDINALITY AS u(p, b, r, i) ORDER BY i
      ON CONFLICT (project_id, bucket, shard) DO UPDATE
        SET version = nextval('rollup_version_seq'), rebuild = rollup_invalidations.rebuild OR EXCLUDED.rebuild,
            -- a delta into an hour awaiting its recompute does not hold the recompute back
-           last_at = CASE WHEN EXCLUDED.rebuild OR NOT rollup_invalidations.rebuild THEN now() ELSE rollup_invalidations.last_at END`,
-    [rows.map((r) => r[0]), rows.map((r) => new Date(r[1]).toISOString()), shard, rows.map((r) => r[1] >= scope.cutoff)],
-  );
+           last_at = CASE WHEN EXCLUDED.rebuild OR NOT rollup_invalidations.rebuild THEN now() ELSE rollup_invalidations.last_at END`);
 }
 
 /** Loads the latest session of each device (the sessionizer's state after a restart). */
@@ -371,6 +392,12 @@ export async function loadLatestSessions(db: Pool, keys: { projectId: string; de
       lastEvent: row.last_event_id ? { id: row.last_event_id, createdAt: last, isScreenView: row.last_event_is_view } : null,
     } satisfies SessionState;
   });
+}
+
+/** Moves the shard's committed position, only if it still is where this batch started (the statement returns 0 or 1). */
+function advanceShardIn(q: Statement, b: { stream: string; shard: number; fromSeq: number; toSeq: number }): void {
+  q.cte('fence', `UPDATE shard_offsets SET stream_seq = ${q.p(b.toSeq)}, updated_at = now()
+     WHERE stream = ${q.p(b.stream)} AND shard = ${q.p(b.shard)} AND stream_seq = ${q.p(b.fromSeq)} RETURNING 1`);
 }
 
 /** Moves the shard's committed position, only if it still is where this batch started. */
@@ -406,8 +433,6 @@ async function writeShardBatch(
   insertEvents: (c: PoolClient, events: EventRecord[]) => Promise<Set<string>>,
 ): Promise<{ failures: OpFailure[] }> {
   return transaction(db, async (c) => {
-    await advanceShard(c, b);
-    await recordKeys(c, b.opKeys ?? []);
     const scope = deltaScope(b.sessions);
     // Hours whose event counts change: of the events inserted and deleted. (A view's duration
     // counts only in pages rows, which are by the session's start hour, logged with it.)
@@ -431,12 +456,26 @@ async function writeShardBatch(
       for (const r of gone.rows) eventHours.push({ projectId: r.project_id, createdAtMs: r.created_at.getTime() });
     }
     const inserted = await insertEvents(c, events);
+    // The old rows of late events and sessions are logged before the statement that changes them.
     await logInsertedEvents(c, scope, events, inserted);
     await logUpdatedEvents(c, scope, b.viewDurations);
-    await updateViewDurations(c, b.viewDurations);
     await logSessionDeltas(c, scope, b.sessions);
-    await upsertSessions(c, b.sessions);
-    await invalidateRollups(c, b.shard, scope, b.sessions, eventHours);
+    // The rest in one statement: the fenced position, the idempotency keys, the views'
+    // durations, the sessions and the hours to refresh. (The fence is checked here, after the
+    // events: a worker that lost the shard is rolled back all the same, and one whose events
+    // another committed meets them first, as a stored event.)
+    const q = new Statement();
+    advanceShardIn(q, b);
+    const keys = b.opKeys ?? [];
+    recordKeys(q, keys);
+    updateViewDurations(q, b.viewDurations);
+    upsertSessions(q, b.sessions);
+    invalidateRollups(q, b.shard, scope, b.sessions, eventHours);
+    const done = await q.run(c);
+    if (done.fence !== 1) throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
+    if (keys.length && done.keys !== keys.length) {
+      throw new KeyAppliedElsewhereError(`${keys.length - (done.keys ?? 0)} idempotency key(s) applied by another batch`);
+    }
     const failures = await applyProfileOps(c, b.profileOps);
     return { failures };
   });
