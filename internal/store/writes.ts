@@ -58,7 +58,7 @@ function recordKeys(q: Statement, keys: AppliedKey[]): void {
   if (!keys.length) return;
   q.cte('keys', `INSERT INTO op_keys (project_id, key, op_id)
      SELECT * FROM unnest(${q.p(keys.map((k) => k.projectId))}::text[], ${q.p(keys.map((k) => k.key))}::text[], ${q.p(keys.map((k) => k.opId))}::text[])
-     ON CONFLICT DO NOTHING RETURNING 1`);
+     ON CONFLICT DO NOTHING`, true);
 }
 
 /**
@@ -77,10 +77,10 @@ class Statement {
     return `$${this.params.length}`;
   }
 
-  /** A data-modifying part; `count`: the statement returns how many rows it returned. */
-  cte(name: string, sql: string): void {
-    this.ctes.push(`${name} AS (${sql})`);
-    if (/RETURNING 1$/.test(sql)) this.results.push(`(SELECT count(*)::int FROM ${name}) AS ${name}`);
+  /** A data-modifying part; `counted`: the statement returns how many rows it returned, as `name`. */
+  cte(name: string, sql: string, counted = false): void {
+    this.ctes.push(`${name} AS (${sql}${counted ? ' RETURNING 1' : ''})`);
+    if (counted) this.results.push(`(SELECT count(*)::int FROM ${name}) AS ${name}`);
   }
 
   async run(c: PoolClient): Promise<Record<string, number>> {
@@ -397,7 +397,7 @@ export async function loadLatestSessions(db: Pool, keys: { projectId: string; de
 /** Moves the shard's committed position, only if it still is where this batch started (the statement returns 0 or 1). */
 function advanceShardIn(q: Statement, b: { stream: string; shard: number; fromSeq: number; toSeq: number }): void {
   q.cte('fence', `UPDATE shard_offsets SET stream_seq = ${q.p(b.toSeq)}, updated_at = now()
-     WHERE stream = ${q.p(b.stream)} AND shard = ${q.p(b.shard)} AND stream_seq = ${q.p(b.fromSeq)} RETURNING 1`);
+     WHERE stream = ${q.p(b.stream)} AND shard = ${q.p(b.shard)} AND stream_seq = ${q.p(b.fromSeq)}`, true);
 }
 
 /** Moves the shard's committed position, only if it still is where this batch started. */
