@@ -23,7 +23,7 @@ import { applyRetention } from '../store/maintenance';
 import type { Pool } from '../store/db';
 import {
   createSqlDb, dropSqlDb, functionsSql, migrationFiles, migrationSql, searchParams, prepareDailyLayerDataset, refreshAllBefore,
-  dailyLayerProjects, generateColumnEvents, DAILY_LAYER_TIME, DAILY_LAYER_FULL_HOURS,
+  dailyLayerProjects, generateColumnEvents, DAILY_LAYER_TIME, DAILY_LAYER_FULL_HOURS, type HourRanges,
 } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_colcount_${randomBytes(6).toString('hex')}`;
@@ -38,12 +38,30 @@ const UPGRADE_PROJECTS = PROJECTS.filter((p) => p.timezone === 'UTC' || p.timezo
 let pool: pg.Pool;
 
 /**
- * The one-column dataset (test/support/sql-db.ts), 5% bots; `full` for the shared one: every
- * hour of DAILY_LAYER_FULL_HOURS (the DST days the pages' bounds cut), sparse hours elsewhere
- * (the setup's cost is per refreshed hour).
+ * The one-column dataset (test/support/sql-db.ts), 5% bots; with `full` (the shared one, the
+ * upgrade and retention tests'): every hour of `full` (for the shared one
+ * DAILY_LAYER_FULL_HOURS, the DST days the pages' bounds cut), elsewhere sparse hours, every
+ * SPARSE_EVERY-th (the setup's cost is per refreshed hour, ~30 ms each).
  */
-const generate = (db: pg.Pool, projectId: string, seed: number, n: number, from: string = FROM, to: string = TO, full?: typeof DAILY_LAYER_FULL_HOURS) =>
-  generateColumnEvents(db, projectId, seed, n, { from, to, botShare: 0.05, full });
+const generate = (db: pg.Pool, projectId: string, seed: number, n: number, from: string = FROM, to: string = TO, full?: HourRanges) =>
+  generateColumnEvents(db, projectId, seed, n, { from, to, botShare: 0.05, full, every: SPARSE_EVERY });
+
+/**
+ * About 1.4 hours with events a UTC day outside the full hours (every local day has one: 17 <
+ * 23), a different one each day; 2026-03-05's is 14:00 UTC (as with the default 7), so the
+ * tampered test's hour of that day (the first with events from 12:00) is before 20:00 as it
+ * needs.
+ */
+const SPARSE_EVERY = 17;
+/**
+ * The shared dataset's full hours: DAILY_LAYER_FULL_HOURS; the night after that tampered hour,
+ * so that a page ending 2026-03-06T03:10 has its anchor (its last event) hours after it (the
+ * next sparse hour is 2026-03-06T07:00); and an hour of 2026-03-15 after its logged hour (14:00,
+ * late events; the next sparse hour is on the 16th), the tampered test's other hour of that day.
+ */
+const SHARED_FULL_HOURS: HourRanges = [
+  ...DAILY_LAYER_FULL_HOURS, ['2026-03-05T20:00:00Z', '2026-03-06T03:00:00Z'], ['2026-03-15T16:00:00Z', '2026-03-15T17:00:00Z'],
+];
 
 async function pageBoth(db: pg.Pool, projectId: string, q: Record<string, unknown>): Promise<[EventsPage, EventsPage]> {
   const params = parseEventsParams(searchParams({ limit: 5, ...q }));
@@ -92,7 +110,10 @@ async function compareAll(db: pg.Pool, label: string, pages = PAGES, projects: r
 
 before(async () => {
   pool = await createSqlDb(DB_NAME);
-  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.4 + i / 10, 7_000, FROM, TO, DAILY_LAYER_FULL_HOURS), NOW_HOUR);
+  // 4,500 events a project (7,000 before, which kept 51k hourly rows, 21k daily rows and 470
+  // Paris session rows of u_utc against the thresholds 10k, 5k and 200 below): fewer rows per
+  // refreshed hour, the thresholds unchanged and still met.
+  await prepareDailyLayerDataset(pool, PROJECTS, (id, i) => generate(pool, id, 0.4 + i / 10, 4_500, FROM, TO, SHARED_FULL_HOURS), NOW_HOUR);
 });
 
 after(async () => {
@@ -118,7 +139,7 @@ describe('uncharted event rows (sql/020)', () => {
        FROM ((SELECT * FROM raw EXCEPT ALL SELECT * FROM kept) UNION ALL (SELECT * FROM kept EXCEPT ALL SELECT * FROM raw)) x`,
       [NOW_HOUR.toISOString()]);
     assert.equal(hourly.rows[0].n, 0);
-    assert.ok(hourly.rows[0].kept > 10_000);
+    assert.ok(hourly.rows[0].kept > 10_000, `${hourly.rows[0].kept} hourly rows`);
     assert.equal(hourly.rows[0].dims, EVENT_ROLLUP_DIMENSIONS.length);
     const daily = await pool.query(
       `WITH ok AS (
@@ -139,7 +160,7 @@ describe('uncharted event rows (sql/020)', () => {
        SELECT count(*)::int AS n, (SELECT count(*)::int FROM kept) AS kept
        FROM ((SELECT * FROM raw EXCEPT ALL SELECT * FROM kept) UNION ALL (SELECT * FROM kept EXCEPT ALL SELECT * FROM raw)) x`);
     assert.equal(daily.rows[0].n, 0);
-    assert.ok(daily.rows[0].kept > 5_000);
+    assert.ok(daily.rows[0].kept > 5_000, `${daily.rows[0].kept} daily rows`);
     // The same days as the charted daily rows (sql/014): none for Asia/Kolkata; 23-hour DST days.
     const days = await pool.query<{ project_id: string; n: number; hours: number[]; same: boolean }>(
       `SELECT u.project_id, count(*)::int AS n, array_agg(DISTINCT u.hours ORDER BY u.hours) AS hours,
@@ -238,6 +259,7 @@ describe('uncharted event rows (sql/020)', () => {
     // its rows and the logged hour's rows not read; its other hours are.
     assert.equal((await pool.query(`SELECT 1 FROM event_uncharted_days WHERE project_id = 'u_utc' AND bucket = '2026-03-15T00:00:00Z'`)).rowCount, 1);
     const hour15 = await hourWithEvents('u_utc', '2026-03-15T15:00:00Z');
+    assert.ok(hour15 < '2026-03-16', `${hour15}: an hour of that day`);
     await dailyU('2026-03-15T00:00:00Z', 1000);
     await hourlyU('2026-03-15T14:00:00Z', 1000);
     await hourlyU(hour15, 40);
@@ -275,15 +297,18 @@ describe('uncharted event rows (sql/020)', () => {
     try {
       for (const [i, p] of UPGRADE_PROJECTS.entries()) {
         await up.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
-        // Two weeks around Berlin's DST change: every hour is refreshed twice below
-        await generate(up, p.id, 0.5 + i / 10, 3000, UPGRADE_FROM, TO);
+        // Two weeks around Berlin's DST change (every hour of its DST day, sparse hours
+        // elsewhere): every hour with events is refreshed twice below
+        await generate(up, p.id, 0.5 + i / 10, 3000, UPGRADE_FROM, TO, DAILY_LAYER_FULL_HOURS);
       }
       await up.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
       await refreshAllBefore(up, NOW_HOUR);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations WHERE bucket < $1', [NOW_HOUR])).rows[0].n, 0);
       for (const x of later) await up.query(migrationSql(x));
       await up.query(await functionsSql());
-      assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n > 500);
+      // the migration logs every hour with events (fewer than the 500 of an unthinned window)
+      const withEvents = await up.query(`SELECT count(DISTINCT (project_id, date_trunc('hour', created_at, 'UTC')))::int AS n FROM events`);
+      assert.equal((await up.query('SELECT count(*)::int AS n FROM rollup_invalidations')).rows[0].n, withEvents.rows[0].n);
       assert.equal((await up.query('SELECT count(*)::int AS n FROM event_uncharted_hourly')).rows[0].n, 0);
       await compareAll(up, 'before the refresh', PAGES, UPGRADE_PROJECTS);
       await refreshAllBefore(up, NOW_HOUR);
@@ -301,13 +326,14 @@ describe('uncharted event rows (sql/020)', () => {
     try {
       const project = PROJECTS[1]; // Europe/Berlin
       await db.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [project.id, project.timezone]);
-      await generate(db, project.id, 0.55, 4000, '2026-03-01T00:00:00Z', '2026-03-21T00:00:00Z');
+      // every hour around the cutoff (its day in Berlin), sparse hours elsewhere
+      await generate(db, project.id, 0.55, 4000, '2026-03-01T00:00:00Z', '2026-03-21T00:00:00Z', [['2026-03-09T23:00:00Z', '2026-03-10T23:00:00Z']]);
       await db.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
       await refreshAllBefore(db, NOW_HOUR);
       const cutoff = Date.parse('2026-03-10T12:30:00Z');
       const days = (Date.now() - cutoff) / 86_400_000;
       const before = await db.query(`SELECT count(*)::int AS n FROM event_uncharted_hourly WHERE bucket < '2026-03-10T12:00:00Z'`);
-      assert.ok(before.rows[0].n > 1000);
+        assert.ok(before.rows[0].n > 1000, `${before.rows[0].n} hourly rows before the cutoff`);
       // applyRetention takes whole days back from now: the cutoff lands near 2026-03-10T12:30Z
       await applyRetention(db as unknown as Pool, days);
       const left = await db.query<{ relation: string; n: number; first: Date | null }>(

@@ -21,6 +21,7 @@ import { getChart, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
 import { EVENT_ROLLUP_DIMENSIONS } from './rollups';
 import { chartSketchPlan } from './sketches';
+import { coveringDesign } from '../../test/support/covering';
 import { createSqlDb, dropSqlDb, logHour, searchParams, sparseHours } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_export_sketches_${randomBytes(6).toString('hex')}`;
@@ -32,26 +33,33 @@ const PROJECTS = [
 ] as const;
 const FROM = '2026-03-04T00:00:00Z';
 const TO = '2026-04-01T12:00:00Z';
-const EVENTS = 30_000;
+/**
+ * Events a project (30,000 before: the refresh's cost here is per event more than per hour,
+ * about 0.35 ms each). A month still holds far more distinct users than an exact sketch
+ * keeps (1,280), so month and week values are estimates; a day fewer events than LOW.
+ */
+const EVENTS = 20_000;
 const NOW = new Date('2026-04-01T09:30:00Z');
-/** Low enough that month-long series take the sketches, a day's do not. */
-const LOW = 1500;
+/** Low enough that month-long series take the sketches, a day's do not (1,500 with 30,000 events). */
+const LOW = 1000;
 
 let pool: pg.Pool;
 const exec = (sql: string, values: unknown[] = []) => pool.query(sql, values);
 
 /**
- * Events in every hour of the hourly period below (2026-03-27..31 in every zone here, with
- * Berlin's DST change) and around New York's (March 8); elsewhere in sparse hours (about three
- * a day, other hours each day, so every local day edge is met): as many events, users and
- * sessions in fewer (project, hour)s, since the setup's cost is per refreshed hour. FROM's
- * first seven hours are full too: sparse hours move a time back up to six hours, never
- * before FROM then (the days counted below are FROM's).
+ * Events in every hour of the hourly period below (2026-03-28..30 in every zone here, with
+ * Berlin's DST change; it was 03-27..31, 55 more full hours a project); elsewhere in sparse
+ * hours, the UTC hours numbered 0 mod SPARSE_EVERY (about 1.4 a day, other hours each day, so
+ * every local day edge is met; New York's 23-hour DST day, March 8, has one too: it was full,
+ * 79 hours a project, though no chart here is hourly there): as many events, users and
+ * sessions in fewer (project, hour)s, since the setup's cost is per refreshed hour (about
+ * 50 ms each). FROM's first SPARSE_EVERY hours are full too: sparse hours move a time back up
+ * to SPARSE_EVERY - 1 hours, never before FROM then (the days counted below are FROM's).
  */
+const SPARSE_EVERY = 17;
 const FULL_HOURS = [
-  [FROM, '2026-03-04T07:00:00Z'],
-  ['2026-03-06T22:00:00Z', '2026-03-10T05:00:00Z'],
-  ['2026-03-26T22:00:00Z', TO],
+  [FROM, '2026-03-04T17:00:00Z'],
+  ['2026-03-27T22:00:00Z', '2026-03-31T05:00:00Z'],
 ] as const;
 
 async function generate(projectId: string, seed: number): Promise<void> {
@@ -73,7 +81,7 @@ async function generate(projectId: string, seed: number): Promise<void> {
            random() AS u1, random() AS u2, random() AS u3, random() AS u4, random() AS u5, random() AS u6, random() AS u7
          FROM generate_series(1, $4::int) i
        ) r
-       CROSS JOIN LATERAL (SELECT ${sparseHours('r.t', FULL_HOURS)} AS t) m
+       CROSS JOIN LATERAL (SELECT ${sparseHours('r.t', FULL_HOURS, SPARSE_EVERY)} AS t) m
        CROSS JOIN LATERAL (SELECT (ARRAY['screen_view', 'screen_view', 'screen_view', 'click', 'purchase', 'session_start', 'session_end', '*'])[1 + floor(r.u7 * 8)::int] AS name) n`,
       [projectId, FROM, TO, EVENTS],
     );
@@ -190,7 +198,7 @@ const PERIODS: Record<string, unknown>[] = [
   { range: '30d' },
   { startDate: '2026-03-04', endDate: '2026-03-31' },
   { startDate: '2026-03-05', endDate: '2026-03-31', interval: 'week' },
-  { startDate: '2026-03-27', endDate: '2026-03-31', interval: 'hour' },
+  { startDate: '2026-03-28', endDate: '2026-03-30', interval: 'hour' },
   { range: '7d' },
 ];
 const SHAPES: Record<string, unknown>[] = [
@@ -254,23 +262,24 @@ describe('export distinct-count sketches', () => {
     let differ = 0;
     let values = 0;
     let worst = 0;
-    for (const p of PROJECTS) {
-      for (const period of PERIODS) {
-        for (const [i, shape] of SHAPES.entries()) {
-          if (i > 2 && period !== PERIODS[0]) continue;
-          for (const previous of [false, true]) {
-            const q = { ...period, ...shape, previous };
-            const [a, r] = await both(p.id, q, LOW);
-            const c = withinBound(a, r, `${p.id} ${JSON.stringify(q)}`);
-            if (eligible(p.id, q)) eligibleCases++;
-            differ += c.differ;
-            values += c.values;
-            worst = Math.max(worst, c.worst);
-          }
-        }
-      }
+    // A covering design (test/support/covering.ts) instead of the cross product projects ×
+    // periods × shapes × previous (108 requests): the first three shapes with every period, the
+    // others with the first three periods (with the first only before: so each meets every
+    // project), each (period, shape) once, the project rotating as (period + shape) mod 3 and
+    // `previous` by a second rotation, so every (project, period), (project, shape), (project,
+    // previous), (period, previous) and (shape, previous) pair is met (the design is checked).
+    const design = coveringDesign(PROJECTS, PERIODS, SHAPES, (pi, i) => i <= 2 || pi <= 2);
+    for (const { project: p, period, shape, previous } of design) {
+      const q = { ...period, ...shape, previous };
+      const [a, r] = await both(p.id, q, LOW);
+      const c = withinBound(a, r, `${p.id} ${JSON.stringify(q)}`);
+      if (eligible(p.id, q)) eligibleCases++;
+      differ += c.differ;
+      values += c.values;
+      worst = Math.max(worst, c.worst);
     }
-    assert.ok(eligibleCases >= 40, `requests eligible for the sketches: ${eligibleCases}`);
+    // a third of the requests at least (40 of the cross product's 108 before)
+    assert.ok(eligibleCases >= design.length / 3, `requests eligible for the sketches: ${eligibleCases} of ${design.length}`);
     // The estimates are estimates: many differ from the exact numbers, none by more than the bound.
     assert.ok(differ > 50, `${differ} of ${values} values differ from the raw answer (worst ${(worst * 100).toFixed(2)}%)`);
   });
@@ -289,7 +298,8 @@ describe('export distinct-count sketches', () => {
     }
     // The threshold is the series' event count over the period: exact at it, sketches above
     // (shown by a sketch made larger on purpose: 1000 more users on one day's every-name rows;
-    // an estimate is capped at the number of events, here about 5400 in the week, 770 that day).
+    // an estimate is capped at the number of events, here about 3600 in the week (2400 users),
+    // 515 that day (460 users)).
     const q = { startDate: '2026-03-09', endDate: '2026-03-15', series: s({ name: '*', segment: 'user' }) };
     const count = await exec(
       `SELECT count(*)::int AS n FROM events WHERE project_id = 'k_ber' AND created_at >= '2026-03-08T23:00:00Z' AND created_at < '2026-03-15T23:00:00Z'

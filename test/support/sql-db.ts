@@ -197,7 +197,7 @@ export async function generateColumnEvents(
   projectId: string,
   seed: number,
   n: number,
-  o: { from?: string; to?: string; botShare: number; full?: HourRanges },
+  o: { from?: string; to?: string; botShare: number; full?: HourRanges; every?: number },
 ): Promise<void> {
   const c = await db.connect();
   try {
@@ -224,7 +224,7 @@ export async function generateColumnEvents(
            random() AS u7, random() AS u8
          FROM generate_series(1, $4::int) i
        ) r
-       CROSS JOIN LATERAL (SELECT ${o.full ? sparseHours('r.t', o.full) : 'r.t'} AS t) m
+       CROSS JOIN LATERAL (SELECT ${o.full ? sparseHours('r.t', o.full, o.every) : 'r.t'} AS t) m
        CROSS JOIN LATERAL (SELECT (ARRAY['screen_view', 'screen_view', 'click', 'purchase', 'session_start', 'session_end'])[1 + floor(r.u7 * 6)::int] AS name) n`,
       [projectId, o.from ?? DAILY_LAYER_TIME.FROM, o.to ?? DAILY_LAYER_TIME.TO, n, o.botShare],
     );
@@ -237,13 +237,15 @@ export async function generateColumnEvents(
 export type HourRanges = readonly (readonly [string, string])[];
 
 /**
- * SQL: the time `t`, or outside the `full` ranges the start of the last hour numbered 0 mod 7
- * plus t's minutes. The rollup tests generate their data through it: every hour only where a
- * test needs it (DST days, hourly periods, late events), as many rows in about three hours a
- * day elsewhere (other hours each day, so every local day edge is met), because a setup's cost
- * is per refreshed (project, hour).
+ * SQL: the time `t`, or outside the `full` ranges the start of the last hour numbered 0 mod
+ * `every` (7 unless a file asks for sparser hours; any `every` up to 23 still leaves an hour
+ * with events in every local day, 23-hour DST days included) plus t's minutes. The rollup
+ * tests generate their data through it: every hour only where a test needs it (DST days,
+ * hourly periods, late events), as many rows in about 24 / `every` hours a day elsewhere
+ * (other hours each day, so every local day edge is met), because a setup's cost is per
+ * refreshed (project, hour).
  */
-export function sparseHours(t: string, full: HourRanges): string {
+export function sparseHours(t: string, full: HourRanges, every = 7): string {
   const inFull = full.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
-  return `CASE WHEN ${inFull} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % 7) * interval '1 hour' END`;
+  return `CASE WHEN ${inFull} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % ${every}) * interval '1 hour' END`;
 }
