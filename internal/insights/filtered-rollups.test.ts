@@ -21,7 +21,7 @@ import {
   HLL_ERROR_BOUND, HLL_PARAMS, insightsRequest, planFor, rollupMetricsSql, type PlanTarget,
 } from './rollups';
 import { getBreakdown, getMetrics, type InsightsOptions } from './service';
-import { allRows, dropSqlDb, functionsSql, searchParams, sparseHoursEvery, type HourRanges } from '../../test/support/sql-db';
+import { allRows, dropSqlDb, functionsSql, searchParams, sparseHours, type HourRanges } from '../../test/support/sql-db';
 
 const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DB_NAME = `tidemark_test_frollups_${randomBytes(6).toString('hex')}`;
@@ -50,7 +50,7 @@ const REFRESHED_BEFORE = new Date('2026-10-29T00:00:00Z');
  * hours) and the hours never rolled up (from REFRESHED_BEFORE: New York's DST day, today), for
  * each project. Asia/Kolkata's buckets never start on whole UTC hours, so every read of it is
  * raw whatever the data (asserted by the plans below): it has only the hours never rolled up.
- * Elsewhere, sessions fall only in the UTC hours numbered 0 mod 19 (sparseHoursEvery: one or
+ * Elsewhere, sessions fall only in the UTC hours numbered 0 mod 19 (sparseHours: one or
  * two a day, 19 prime to 24 so each hour of the day in turn and every local day edge is met):
  * as many sessions in fewer refreshed hours (the setup's cost is per refreshed (project, hour),
  * 50-80 ms whatever its sessions). Was every project in all of 10-19T22 to 10-23T04 and
@@ -72,7 +72,7 @@ const exec = (sql: string, values: unknown[] = []) => pool.query(sql, values);
 
 /**
  * Sessions with the values the filter cases need: '' everywhere, prefixed homonyms, LIKE/regex
- * metacharacters; in every hour of `full` and sparse hours elsewhere (sparseHoursEvery).
+ * metacharacters; in every hour of `full` and sparse hours elsewhere (sparseHours).
  */
 async function generate(projectId: string, seed: number, from: string, to: string, count: number, profiles: number, full: HourRanges): Promise<void> {
   const c = await pool.connect();
@@ -91,7 +91,7 @@ async function generate(projectId: string, seed: number, from: string, to: strin
          SELECT g, random() AS t0, random() AS pv, random() AS b, random() AS u1, random() AS u2, random() AS u3, random() AS u4, random() AS u5
          FROM generate_series(1, $4::int) g
        ) r
-       CROSS JOIN LATERAL (SELECT ${sparseHoursEvery('($2::timestamptz + r.t0 * ($3::timestamptz - $2::timestamptz))', full, SPARSE_EVERY)} AS t0) m
+       CROSS JOIN LATERAL (SELECT ${sparseHours('($2::timestamptz + r.t0 * ($3::timestamptz - $2::timestamptz))', full, SPARSE_EVERY)} AS t0) m
        CROSS JOIN LATERAL (SELECT
          -- some sessions exactly on hour edges
          CASE WHEN r.g % 53 = 0 THEN date_trunc('hour', m.t0) ELSE m.t0 END AS t,

@@ -17,7 +17,7 @@ import { parsePageParams, type Filter } from '../query/params';
 import { resolvePeriod } from '../query/period';
 import { refreshRollups } from '../store/rollups';
 import {
-  createSqlDb, dropSqlDb, functionsSql, logHour, migrationFiles, migrationSql, SERVER_URL, sparseHoursEvery, type HourRanges,
+  createSqlDb, dropSqlDb, functionsSql, logHour, migrationFiles, migrationSql, SERVER_URL, sparseHours, type HourRanges,
 } from '../../test/support/sql-db';
 import { planRead } from '../query/planner';
 import { insightsRequest, planFor, type PlanTarget } from './rollups';
@@ -94,7 +94,7 @@ async function insertDay(db: pg.Pool, projectId: string): Promise<void> {
  * 0-4 screen views over four pages and two origins (titled or not, timed or not), some views
  * before the session's start (never counted), clicks, bots, '' values.
  * pv_gen_utc's sessions: outside 10-30 (a whole UTC day, every hour) each moves back to the
- * UTC hour numbered 0 mod 19 at or before it, minutes kept (sparseHoursEvery: one or two such
+ * UTC hour numbered 0 mod 19 at or before it, minutes kept (sparseHours: one or two such
  * hours a day, so every UTC day still has sessions): ~40 hours to refresh instead of 128, and
  * the upgrade refreshes every hour twice (this test was 23 of the file's 26 s; the refresh's
  * cost is per (project, hour)). pv_gen_ny keeps every hour: its days are not UTC days, it holds
@@ -126,7 +126,7 @@ async function insertMany(db: pg.Pool, projectId: string): Promise<void> {
             (ARRAY['Chrome', 'Firefox', 'Safari'])[1 + g % 3], (ARRAY['Android', 'Windows', ''])[1 + g % 3],
             (ARRAY['DE', 'FR', 'US', ''])[1 + g % 4], (ARRAY['BE', 'IDF', 'CA', ''])[1 + g % 4], (ARRAY['Berlin', 'Paris', '', 'Berlin'])[1 + g % 4]
      FROM generate_series(1, 700) g,
-          LATERAL (SELECT ${full ? sparseHoursEvery(t, full, 19) : t} AS t, g % 5 AS n,
+          LATERAL (SELECT ${full ? sparseHours(t, full, 19) : t} AS t, g % 5 AS n,
                           (ARRAY['https://g.test', 'https://h.test'])[1 + g % 2] AS o) x`,
     [projectId],
   );

@@ -16,7 +16,7 @@ import { refreshRollups } from '../store/rollups';
 import { SqlParams } from '../query/filters';
 import { HLL_ERROR_BOUND, planFor, rollupMetricsSql, rollupPagesSql } from './rollups';
 import { getBreakdown, getMetrics, getPages, type InsightsOptions } from './service';
-import { allRows, createSqlDb, dropSqlDb, searchParams, sparseHoursEvery } from '../../test/support/sql-db';
+import { allRows, createSqlDb, dropSqlDb, searchParams, sparseHours } from '../../test/support/sql-db';
 
 const DB_NAME = `tidemark_test_rollups_${randomBytes(6).toString('hex')}`;
 const HOUR = 3_600_000;
@@ -44,7 +44,7 @@ const WINDOWS = [
  * local start of that date, Kolkata's, to the latest local end, New York's), the autumn days the
  * tests below single out (2026-10-20 to 22) and the hours never rolled up (from
  * REFRESHED_BEFORE). Elsewhere in the windows, sessions fall only in the UTC hours numbered
- * 0 mod 19 (sparseHoursEvery: one or two a day, 19 prime to 24 so each hour of the day in turn
+ * 0 mod 19 (sparseHours: one or two a day, 19 prime to 24 so each hour of the day in turn
  * and every local day edge is met): as many sessions in a nineteenth of the hours there (the
  * setup's cost is per refreshed hour, ~50 ms each whatever its sessions; with 0 mod 7 and
  * 48-hour DST ranges the refresh took 52 s of this file's 154).
@@ -57,7 +57,7 @@ const FULL_HOURS = [
   ['2026-10-28T00:00:00Z', '2026-11-04T00:00:00Z'],
 ] as const;
 const SPARSE_EVERY = 19;
-const sparse = (t: string) => sparseHoursEvery(t, FULL_HOURS, SPARSE_EVERY);
+const sparse = (t: string) => sparseHours(t, FULL_HOURS, SPARSE_EVERY);
 /** Hours before this are rolled up; the later ones stay in the log. */
 const REFRESHED_BEFORE = new Date('2026-10-28T00:00:00Z');
 const NOW = new Date('2026-11-03T09:30:00Z');

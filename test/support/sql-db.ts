@@ -249,15 +249,3 @@ export function sparseHours(t: string, full: HourRanges, every = 7): string {
   const inFull = full.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
   return `CASE WHEN ${inFull} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % ${every}) * interval '1 hour' END`;
 }
-
-/**
- * SQL: as sparseHours, thinner: outside the `full` ranges the start of the last hour numbered
- * 0 mod `every` plus t's minutes. With `every` prime to 24 (19, 23), every UTC or local day
- * (23 to 25 consecutive hours) still holds one or two such hours and each hour of the day is
- * met in turn over `every` days (every local day edge is met), with as many rows a day: about
- * 24 / every hours a day to refresh instead of sparseHours' 3.4.
- */
-export function sparseHoursEvery(t: string, full: HourRanges, every: number): string {
-  const inFull = full.map(([a, b]) => `(${t} >= '${a}'::timestamptz AND ${t} < '${b}'::timestamptz)`).join(' OR ');
-  return `CASE WHEN ${inFull} THEN ${t} ELSE ${t} - (floor(extract(epoch FROM ${t}) / 3600)::bigint % ${every}) * interval '1 hour' END`;
-}
