@@ -99,8 +99,9 @@ async function insertDay(db: pg.Pool, projectId: string): Promise<void> {
  * the upgrade refreshes every hour twice (this test was 23 of the file's 26 s; the refresh's
  * cost is per (project, hour)). pv_gen_ny keeps every hour: its days are not UTC days, it holds
  * the hour logged before 023 (PENDING), and its rows with and without views are the ones the
- * checks below count on (thinned too, its daily cube rows all had views, and its pending day
- * read one pageview fewer than the raw path before the refresh: left as it was).
+ * checks below count on (thinned too, its daily cube rows all had views; its pending day also
+ * read one pageview fewer than the raw path before the refresh, because the hand-made late
+ * session below ended before its second view: fixed, the session now ends at its last view).
  */
 const GENERATED = [{ id: 'pv_gen_ny', timezone: 'America/New_York' }, { id: 'pv_gen_utc', timezone: 'UTC' }] as const;
 const SPARSE_GENERATED: Record<string, HourRanges | undefined> = { pv_gen_utc: [['2026-10-30T00:00:00Z', '2026-10-31T00:00:00Z']] };
@@ -298,11 +299,13 @@ describe('pageviews on page and breakdown rows', () => {
     await refreshAll(up);
     assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_session_cube_days')).rows[0].n > 0, 'the old layers were built');
     assert.ok((await up.query('SELECT count(*)::int AS n FROM rollup_session_dim_pairs_days')).rows[0].n > 0, 'the old layers were built');
-    // A change the worker logged (two shards) that the refresh has not taken yet.
+    // A change the worker logged (two shards) that the refresh has not taken yet: a session
+    // with two views 30 s apart (its last_event_at is its last view's time, as the sessionizer
+    // writes it: reads bound a session's events by it).
     await up.query(
       `INSERT INTO sessions (id, project_id, device_id, profile_id, started_at, last_event_at, entry_origin, entry_path, screen_view_count,
          event_count, is_bounce, device, browser, country, city)
-       VALUES ('00000000-0000-7000-8000-0000000000ff', 'pv_gen_ny', 'late', 'late', $1, $1, 'https://g.test', '/p1', 2, 2, false,
+       VALUES ('00000000-0000-7000-8000-0000000000ff', 'pv_gen_ny', 'late', 'late', $1, $1::timestamptz + interval '30 seconds', 'https://g.test', '/p1', 2, 2, false,
          'mobile', 'Chrome', 'DE', 'Berlin')`,
       [PENDING.toISOString()],
     );
