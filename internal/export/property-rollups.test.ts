@@ -533,8 +533,8 @@ describe('export property rollups', { concurrency: 2 }, () => {
         // aggregates refreshed over hour ranges, and sparse hours would cost a refresh each):
         // four days of them refreshed below (eight from March 12 before: the rollups filled is
         // what is asserted, not how many days), the rest compared logged. 1,500 events (2,500
-        // before): the engine runs in this process (WASM), so its work holds up the other tests
-        // of the file.
+        // before): the engine (WASM, in a child process of test/support/timescale.ts) takes a
+        // core for as long as it works, beside the file's other tests on a 2-core machine.
         await generate(db, 't_ber', 0.7, 1500, '2026-03-16T00:00:00Z', null);
         await db.query(`INSERT INTO rollup_invalidations (project_id, bucket) SELECT DISTINCT project_id, date_trunc('hour', created_at, 'UTC') FROM events`);
         const cases = SEGMENTS.flatMap((segment) => [
