@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { blankEventRecord } from '../internal/enrich';
 import { SESSION_DIMENSIONS, type EventRecord } from '../internal/model/event';
 import type { SessionState } from '../internal/sessionize/session';
-import { commitShardBatch, committedSeq, KeyAppliedElsewhereError, PartitionKeeper, ShardFencedError, type ShardBatch } from '../internal/store/writes';
+import { commitShardBatch, committedSeq, KeyAppliedElsewhereError, ONE_STATEMENT_MAX_EVENTS, PartitionKeeper, ShardFencedError, type ShardBatch } from '../internal/store/writes';
 import { TestEnv } from './support/harness';
 
 let env: TestEnv;
@@ -83,27 +83,19 @@ test('an event stored already is not stored again; the rest of its batch, the po
   assert.equal(await count(late.id), 0);
 });
 
-test('a batch of the current hour costs four round trips (BEGIN, COPY, one statement for the rest, COMMIT) and writes all of it', async () => {
-  const stream = `s3-${env.namespace}`;
-  const now = Date.now();
-  const view = event({ createdAt: new Date(now - 2000) });
-  const click = event({ name: 'click', createdAt: new Date(now - 1000) });
-  await partitions.ensureFor([view, click]);
-  const sessionId = '0190c0de-0000-7000-8000-5e5510000001';
-  const session: SessionState = {
-    id: sessionId, projectId, deviceId: view.deviceId, profileId: 'p1', startedAt: now - 2000, lastEventAt: now - 1000,
-    screenViewCount: 1, eventCount: 2, entryOrigin: 'https://x.test', entryPath: '/', exitOrigin: 'https://x.test', exitPath: '/',
-    isBot: false, dims: Object.fromEntries(SESSION_DIMENSIONS.map((d) => [d, ''])) as SessionState['dims'], ended: false,
-    updatedAtMs: now, lastEvent: { id: click.id, createdAt: now - 1000, isScreenView: false },
-  };
-  // Every statement the batch's connection sends.
-  const sent: string[] = [];
-  const counting = {
+/** A pool that records the text of every statement sent through it (its own queries and its clients'). */
+function countingPool(sent: string[]): typeof env.db {
+  const text = (a: unknown) => (typeof a === 'string' ? a : (a as { text?: string }).text ?? String(a));
+  return {
+    query: (...a: unknown[]) => {
+      sent.push(text(a[0]));
+      return (env.db.query as (...x: unknown[]) => unknown)(...a);
+    },
     connect: async () => {
       const c = await env.db.connect();
       const { query, release } = c;
       c.query = ((...a: unknown[]) => {
-        sent.push(typeof a[0] === 'string' ? a[0] : (a[0] as { text?: string }).text ?? String(a[0]));
+        sent.push(text(a[0]));
         return (query as (...x: unknown[]) => unknown).apply(c, a);
       }) as typeof c.query;
       c.release = (e?: Error | boolean) => {
@@ -113,27 +105,79 @@ test('a batch of the current hour costs four round trips (BEGIN, COPY, one state
       return c;
     },
   } as unknown as typeof env.db;
-  const seq = await committedSeq(env.db, stream, 0);
-  await commitShardBatch(counting, batch(stream, seq, [view, click], {
-    sessions: [session], viewDurations: [{ eventId: view.id, createdAt: view.createdAt.getTime(), durationMs: 1000 }],
-    opKeys: [{ projectId, key: 'k-four', opId: click.id }],
+}
+
+/** Times in the current UTC hour, `ms` apart, the last one now or earlier (never before the hour). */
+function thisHour(n: number, ms: number): Date[] {
+  const now = Date.now();
+  const first = Math.max(now - n * ms, Math.floor(now / 3_600_000) * 3_600_000);
+  return Array.from({ length: n }, (_, i) => new Date(first + i * Math.min(ms, (now - first) / n)));
+}
+
+const sessionOf = (id: string, events: EventRecord[]): SessionState => ({
+  id, projectId, deviceId: events[0]!.deviceId, profileId: 'p1', startedAt: events[0]!.createdAt.getTime(),
+  lastEventAt: events[events.length - 1]!.createdAt.getTime(), screenViewCount: 1, eventCount: events.length,
+  entryOrigin: 'https://x.test', entryPath: '/', exitOrigin: 'https://x.test', exitPath: '/', isBot: false,
+  dims: Object.fromEntries(SESSION_DIMENSIONS.map((d) => [d, ''])) as SessionState['dims'], ended: false, updatedAtMs: Date.now(),
+  lastEvent: { id: events[events.length - 1]!.id, createdAt: events[events.length - 1]!.createdAt.getTime(), isScreenView: false },
+});
+
+test('a small batch of the current hour is one statement (one round trip) and writes all of it; a moved fence or a key applied elsewhere undoes all of it', async () => {
+  const stream = `s3-${env.namespace}`;
+  const [t0, t1, t2] = thisHour(3, 1000);
+  const earlier = event({ createdAt: t0 }); // a view of an earlier batch, its time on page known now
+  const view = event({ createdAt: t1 });
+  const click = event({ name: 'click', createdAt: t2 });
+  await partitions.ensureFor([earlier]);
+  let seq = await committedSeq(env.db, stream, 0);
+  await commitShardBatch(env.db, batch(stream, seq, [earlier]));
+  seq++;
+  const sessionId = '0190c0de-0000-7000-8000-5e5510000001';
+  const sent: string[] = [];
+  await commitShardBatch(countingPool(sent), batch(stream, seq, [view, click], {
+    sessions: [sessionOf(sessionId, [earlier, view, click])],
+    viewDurations: [{ eventId: earlier.id, createdAt: earlier.createdAt.getTime(), durationMs: 1000 }],
+    opKeys: [{ projectId, key: 'k-one', opId: click.id }],
   }));
-  assert.equal(sent.length, 4, sent.map((x) => x.slice(0, 60)).join(' | '));
-  assert.equal(sent[0], 'BEGIN');
-  assert.equal(sent[3], 'COMMIT');
+  assert.equal(sent.length, 1, sent.map((x) => x.slice(0, 60)).join(' | '));
+  assert.match(sent[0]!, /^WITH fence AS/);
+  seq++;
   // ...and every part of it landed.
-  assert.equal(await committedSeq(env.db, stream, 0), seq + 1);
-  const stored = await env.db.query<{ id: string; duration_ms: string | null }>('SELECT id, duration_ms FROM events WHERE id = ANY($1::uuid[]) ORDER BY created_at', [[view.id, click.id]]);
-  assert.deepEqual(stored.rows.map((r) => [r.id, r.duration_ms === null ? null : Number(r.duration_ms)]), [[view.id, 1000], [click.id, null]]);
+  assert.equal(await committedSeq(env.db, stream, 0), seq);
+  const stored = await env.db.query<{ id: string; duration_ms: string | null }>(
+    'SELECT id, duration_ms FROM events WHERE id = ANY($1::uuid[]) ORDER BY created_at', [[earlier.id, view.id, click.id]]);
+  assert.deepEqual(stored.rows.map((r) => [r.id, r.duration_ms === null ? null : Number(r.duration_ms)]), [[earlier.id, 1000], [view.id, null], [click.id, null]]);
   const s = await env.db.query('SELECT event_count, screen_view_count FROM sessions WHERE id = $1', [sessionId]);
-  assert.deepEqual(s.rows, [{ event_count: 2, screen_view_count: 1 }]);
-  assert.equal((await env.db.query('SELECT 1 FROM op_keys WHERE project_id = $1 AND key = $2', [projectId, 'k-four'])).rowCount, 1);
-  const hour = new Date(Math.floor((now - 2000) / 3_600_000) * 3_600_000);
+  assert.deepEqual(s.rows, [{ event_count: 3, screen_view_count: 1 }]);
+  assert.equal((await env.db.query('SELECT 1 FROM op_keys WHERE project_id = $1 AND key = $2', [projectId, 'k-one'])).rowCount, 1);
+  const hour = new Date(Math.floor(t1!.getTime() / 3_600_000) * 3_600_000);
   const inv = await env.db.query('SELECT rebuild FROM rollup_invalidations WHERE project_id = $1 AND bucket = $2 AND shard = 0', [projectId, hour]);
   assert.deepEqual(inv.rows, [{ rebuild: true }]);
-  // A key recorded by another batch rolls the whole batch back.
-  const other = event({ createdAt: new Date(now - 500) });
-  await assert.rejects(commitShardBatch(env.db, batch(stream, seq + 1, [other], { opKeys: [{ projectId, key: 'k-four', opId: other.id }] })), KeyAppliedElsewhereError);
+  // A redelivered event in such a batch is skipped, the rest stored.
+  const [t3, t4] = thisHour(2, 10);
+  const fresh = event({ createdAt: t3 });
+  await commitShardBatch(env.db, batch(stream, seq, [click, fresh]));
+  seq++;
+  assert.equal((await env.db.query('SELECT count(*)::int AS n FROM events WHERE id = ANY($1::uuid[])', [[click.id, fresh.id]])).rows[0].n, 2);
+  // A key recorded by another batch, or a position that moved on, undoes the whole statement.
+  const other = event({ createdAt: t4 });
+  await assert.rejects(commitShardBatch(env.db, batch(stream, seq, [other], { opKeys: [{ projectId, key: 'k-one', opId: other.id }] })), KeyAppliedElsewhereError);
+  await assert.rejects(commitShardBatch(env.db, batch(stream, seq - 1, [other], { sessions: [sessionOf('0190c0de-0000-7000-8000-5e5510000002', [other])] })), ShardFencedError);
   assert.equal((await env.db.query('SELECT 1 FROM events WHERE id = $1', [other.id])).rowCount, 0);
+  assert.equal((await env.db.query("SELECT 1 FROM sessions WHERE id = '0190c0de-0000-7000-8000-5e5510000002'")).rowCount, 0);
+  assert.equal(await committedSeq(env.db, stream, 0), seq);
+});
+
+test('a larger batch is a transaction of four round trips: BEGIN, the COPY of its events, one statement for the rest, COMMIT', async () => {
+  const stream = `s4-${env.namespace}`;
+  const events = thisHour(ONE_STATEMENT_MAX_EVENTS + 1, 10).map((t) => event({ createdAt: t }));
+  await partitions.ensureFor(events);
+  const seq = await committedSeq(env.db, stream, 0);
+  const sent: string[] = [];
+  await commitShardBatch(countingPool(sent), batch(stream, seq, events, {
+    sessions: [sessionOf('0190c0de-0000-7000-8000-5e5510000003', events)], opKeys: [{ projectId, key: 'k-big', opId: events[0]!.id }],
+  }));
+  assert.deepEqual(sent.map((x) => x.split(/\s/)[0]), ['BEGIN', 'COPY', 'WITH', 'COMMIT'], sent.map((x) => x.slice(0, 60)).join(' | '));
+  assert.equal((await env.db.query('SELECT count(*)::int AS n FROM events WHERE id = ANY($1::uuid[])', [events.map((e) => e.id)])).rows[0].n, events.length);
   assert.equal(await committedSeq(env.db, stream, 0), seq + 1);
 });

@@ -83,9 +83,11 @@ class Statement {
     if (counted) this.results.push(`(SELECT count(*)::int FROM ${name}) AS ${name}`);
   }
 
-  async run(c: PoolClient): Promise<Record<string, number>> {
+  /** Runs the statement; `select`: what it returns instead of the counts. */
+  async run(c: PoolClient | Pool, select?: string): Promise<Record<string, number>> {
     if (!this.ctes.length) return {};
-    const r = await c.query(`WITH ${this.ctes.join(',\n')}\nSELECT ${this.results.length ? this.results.join(', ') : '1 AS done'}`, this.params);
+    const out = select ?? (this.results.length ? this.results.join(', ') : '1 AS done');
+    const r = await c.query(`WITH ${this.ctes.join(',\n')}\nSELECT ${out}`, this.params);
     return r.rows[0] ?? {};
   }
 }
@@ -152,23 +154,27 @@ function eventColumnValues(e: EventRecord): unknown[] {
   ];
 }
 
-/** The fallback insert: skips rows whose (created_at, id) is stored already; returns the ids it inserted. */
-async function insertEventsSkippingStored(c: PoolClient, events: EventRecord[]): Promise<Set<string>> {
-  if (!events.length) return new Set();
+/** `INSERT INTO events ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING` of `events`, its arrays as parameters from `p`. */
+function insertEventsSql(events: EventRecord[], p: (v: unknown) => string): string {
   const cols = EVENT_COLUMNS.map(([n]) => n);
   const columns: unknown[][] = cols.map(() => []);
   for (const e of events) eventColumnValues(e).forEach((v, i) => columns[i]!.push(v));
-  const selects = EVENT_COLUMNS.map(([n, t], i) =>
+  const selects = EVENT_COLUMNS.map(([n], i) =>
     n === 'groups' ? `ARRAY(SELECT jsonb_array_elements_text(u.c${i}::jsonb))` : `u.c${i}`,
   );
-  const unnest = EVENT_COLUMNS.map(([n, t], i) => `$${i + 1}::${n === 'groups' ? 'text' : t}[]`).join(', ');
+  const unnest = EVENT_COLUMNS.map(([n, t], i) => `${p(columns[i])}::${n === 'groups' ? 'text' : t}[]`).join(', ');
   const aliases = EVENT_COLUMNS.map((_, i) => `c${i}`).join(', ');
-  const r = await c.query<{ id: string; created_at: Date }>(
-    `INSERT INTO events (${cols.join(', ')})
+  return `INSERT INTO events (${cols.join(', ')})
      SELECT ${selects.join(', ')} FROM unnest(${unnest}) AS u(${aliases})
-     ON CONFLICT DO NOTHING RETURNING id, created_at`,
-    columns,
-  );
+     ON CONFLICT DO NOTHING`;
+}
+
+/** The fallback insert: skips rows whose (created_at, id) is stored already; returns the ids it inserted. */
+async function insertEventsSkippingStored(c: PoolClient, events: EventRecord[]): Promise<Set<string>> {
+  if (!events.length) return new Set();
+  const params: unknown[] = [];
+  const sql = insertEventsSql(events, (v) => `$${params.push(v)}`);
+  const r = await c.query<{ id: string; created_at: Date }>(`${sql} RETURNING id, created_at`, params);
   return new Set(r.rows.map((x) => eventKey(x.id, x.created_at.getTime())));
 }
 
@@ -410,13 +416,33 @@ async function advanceShard(c: PoolClient, b: { stream: string; shard: number; f
 }
 
 /**
- * Writes one shard batch atomically, fenced on the shard's committed position. Events go in
- * by COPY; if one of them is stored already (a redelivery), the whole transaction is redone
- * with an insert that skips stored rows. `copy: false`: always that insert (engines without
- * COPY FROM STDIN).
+ * Batches of at most this many events go in one statement when nothing in them is late
+ * (every write is of the current hour), no session is reopened and no profile operation
+ * waits: see commitShardBatch.
+ */
+export const ONE_STATEMENT_MAX_EVENTS = 64;
+
+/**
+ * Writes one shard batch atomically, fenced on the shard's committed position.
+ *
+ * A small batch of the current hour (the steady state at moderate rates, where every batch
+ * is a few events) is ONE statement in autocommit, so one round trip to PostgreSQL: the
+ * fence, the idempotency keys, the events (`INSERT ... ON CONFLICT DO NOTHING`: a stored
+ * event is skipped), the views' time on page, the sessions and the invalidations, checked by
+ * tm_batch_check (sql/functions), which fails the statement, and so undoes all of it, when
+ * the fence or a key did not hold. Any other batch is a transaction: events by COPY; if one
+ * of them is stored already (a redelivery), the whole transaction is redone with the insert
+ * that skips stored rows. `copy: false`: always that insert (engines without COPY FROM STDIN).
  */
 export async function commitShardBatch(db: Pool, b: ShardBatch, opts: { copy?: boolean } = {}): Promise<{ failures: OpFailure[] }> {
   const events = firstOfEachEvent(b.events);
+  const scope = deltaScope(b.sessions);
+  if (
+    events.length <= ONE_STATEMENT_MAX_EVENTS && !b.reopenedSessionIds.length && !b.profileOps.length && !scope.lateSessions.size &&
+    events.every((e) => e.createdAt.getTime() >= scope.cutoff) && b.viewDurations.every((d) => d.createdAt >= scope.cutoff)
+  ) {
+    return writeOneStatement(db, b, events, scope);
+  }
   if (opts.copy === false) return writeShardBatch(db, b, events, insertEventsSkippingStored);
   try {
     return await writeShardBatch(db, b, events, copyEvents);
@@ -424,6 +450,27 @@ export async function commitShardBatch(db: Pool, b: ShardBatch, opts: { copy?: b
     if (!(err instanceof EventStoredError)) throw err;
     return writeShardBatch(db, b, events, insertEventsSkippingStored);
   }
+}
+
+async function writeOneStatement(db: Pool, b: ShardBatch, events: EventRecord[], scope: DeltaScope): Promise<{ failures: OpFailure[] }> {
+  const q = new Statement();
+  const keys = b.opKeys ?? [];
+  advanceShardIn(q, b);
+  recordKeys(q, keys);
+  if (events.length) q.cte('events_in', insertEventsSql(events, (v) => q.p(v)));
+  updateViewDurations(q, b.viewDurations);
+  upsertSessions(q, b.sessions);
+  invalidateRollups(q, b.shard, scope, b.sessions, events.map((e) => ({ projectId: e.projectId, createdAtMs: e.createdAt.getTime() })));
+  const recorded = keys.length ? '(SELECT count(*)::int FROM keys)' : '0';
+  try {
+    await q.run(db, `tm_batch_check((SELECT count(*)::int FROM fence), ${q.p(keys.length)}::int, ${recorded})`);
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code === 'TMF01') throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
+    if (code === 'TMK01') throw new KeyAppliedElsewhereError((err as Error).message);
+    throw err;
+  }
+  return { failures: [] };
 }
 
 async function writeShardBatch(
