@@ -3,6 +3,7 @@
 import type { EventRecord } from '../model/event';
 import { SESSION_DIMENSIONS } from '../model/event';
 import type { SessionState } from '../sessionize/session';
+import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { from as copyFrom } from 'pg-copy-streams';
@@ -87,7 +88,11 @@ class Statement {
   async run(c: PoolClient | Pool, select?: string): Promise<Record<string, number>> {
     if (!this.ctes.length) return {};
     const out = select ?? (this.results.length ? this.results.join(', ') : '1 AS done');
-    const r = await c.query(`WITH ${this.ctes.join(',\n')}\nSELECT ${out}`, this.params);
+    const text = `WITH ${this.ctes.join(',\n')}\nSELECT ${out}`;
+    // Named after its text, so each connection parses and plans each shape once (a batch has
+    // one of a few dozen shapes: which parts it has), not once per batch.
+    const name = `tm_${createHash('sha1').update(text).digest('base64url').slice(0, 20)}`;
+    const r = await c.query({ name, text, values: this.params });
     return r.rows[0] ?? {};
   }
 }
