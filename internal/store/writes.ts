@@ -421,33 +421,14 @@ async function advanceShard(c: PoolClient, b: { stream: string; shard: number; f
 }
 
 /**
- * Batches of at most this many events go in one statement when nothing in them is late
- * (every write is of the current hour), no session is reopened and no profile operation
- * waits: see commitShardBatch.
- */
-export const ONE_STATEMENT_MAX_EVENTS = 64;
-
-/**
- * Writes one shard batch atomically, fenced on the shard's committed position.
- *
- * A small batch of the current hour (the steady state at moderate rates, where every batch
- * is a few events) is ONE statement in autocommit, so one round trip to PostgreSQL: the
- * fence, the idempotency keys, the events (`INSERT ... ON CONFLICT DO NOTHING`: a stored
- * event is skipped), the views' time on page, the sessions and the invalidations, checked by
- * tm_batch_check (sql/functions), which fails the statement, and so undoes all of it, when
- * the fence or a key did not hold. Any other batch is a transaction: events by COPY; if one
- * of them is stored already (a redelivery), the whole transaction is redone with the insert
- * that skips stored rows. `copy: false`: always that insert (engines without COPY FROM STDIN).
+ * Writes one shard batch atomically, fenced on the shard's committed position, in one
+ * transaction of four round trips when nothing in it is late: `BEGIN`, the events by COPY,
+ * one statement of CTEs for the rest (Statement), `COMMIT`. If one of the events is stored
+ * already (a redelivery), the whole transaction is redone with an insert that skips stored
+ * rows. `copy: false`: always that insert (engines without COPY FROM STDIN).
  */
 export async function commitShardBatch(db: Pool, b: ShardBatch, opts: { copy?: boolean } = {}): Promise<{ failures: OpFailure[] }> {
   const events = firstOfEachEvent(b.events);
-  const scope = deltaScope(b.sessions);
-  if (
-    events.length <= ONE_STATEMENT_MAX_EVENTS && !b.reopenedSessionIds.length && !b.profileOps.length && !scope.lateSessions.size &&
-    events.every((e) => e.createdAt.getTime() >= scope.cutoff) && b.viewDurations.every((d) => d.createdAt >= scope.cutoff)
-  ) {
-    return writeOneStatement(db, b, events, scope);
-  }
   if (opts.copy === false) return writeShardBatch(db, b, events, insertEventsSkippingStored);
   try {
     return await writeShardBatch(db, b, events, copyEvents);
@@ -455,27 +436,6 @@ export async function commitShardBatch(db: Pool, b: ShardBatch, opts: { copy?: b
     if (!(err instanceof EventStoredError)) throw err;
     return writeShardBatch(db, b, events, insertEventsSkippingStored);
   }
-}
-
-async function writeOneStatement(db: Pool, b: ShardBatch, events: EventRecord[], scope: DeltaScope): Promise<{ failures: OpFailure[] }> {
-  const q = new Statement();
-  const keys = b.opKeys ?? [];
-  advanceShardIn(q, b);
-  recordKeys(q, keys);
-  if (events.length) q.cte('events_in', insertEventsSql(events, (v) => q.p(v)));
-  updateViewDurations(q, b.viewDurations);
-  upsertSessions(q, b.sessions);
-  invalidateRollups(q, b.shard, scope, b.sessions, events.map((e) => ({ projectId: e.projectId, createdAtMs: e.createdAt.getTime() })));
-  const recorded = keys.length ? '(SELECT count(*)::int FROM keys)' : '0';
-  try {
-    await q.run(db, `tm_batch_check((SELECT count(*)::int FROM fence), ${q.p(keys.length)}::int, ${recorded})`);
-  } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    if (code === 'TMF01') throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
-    if (code === 'TMK01') throw new KeyAppliedElsewhereError((err as Error).message);
-    throw err;
-  }
-  return { failures: [] };
 }
 
 async function writeShardBatch(
