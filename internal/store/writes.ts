@@ -84,10 +84,10 @@ class Statement {
     if (counted) this.results.push(`(SELECT count(*)::int FROM ${name}) AS ${name}`);
   }
 
-  /** Runs the statement; `select`: what it returns instead of the counts. */
-  async run(c: PoolClient | Pool, select?: string): Promise<Record<string, number>> {
+  /** Runs the statement; it returns the counted parts' counts. */
+  async run(c: PoolClient): Promise<Record<string, number>> {
     if (!this.ctes.length) return {};
-    const out = select ?? (this.results.length ? this.results.join(', ') : '1 AS done');
+    const out = this.results.length ? this.results.join(', ') : '1 AS done';
     const text = `WITH ${this.ctes.join(',\n')}\nSELECT ${out}`;
     // Named after its text, so each connection parses and plans each shape once (a batch has
     // one of a few dozen shapes: which parts it has), not once per batch.
@@ -159,27 +159,23 @@ function eventColumnValues(e: EventRecord): unknown[] {
   ];
 }
 
-/** `INSERT INTO events ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING` of `events`, its arrays as parameters from `p`. */
-function insertEventsSql(events: EventRecord[], p: (v: unknown) => string): string {
+/** The fallback insert: skips rows whose (created_at, id) is stored already; returns the ids it inserted. */
+async function insertEventsSkippingStored(c: PoolClient, events: EventRecord[]): Promise<Set<string>> {
+  if (!events.length) return new Set();
   const cols = EVENT_COLUMNS.map(([n]) => n);
   const columns: unknown[][] = cols.map(() => []);
   for (const e of events) eventColumnValues(e).forEach((v, i) => columns[i]!.push(v));
   const selects = EVENT_COLUMNS.map(([n], i) =>
     n === 'groups' ? `ARRAY(SELECT jsonb_array_elements_text(u.c${i}::jsonb))` : `u.c${i}`,
   );
-  const unnest = EVENT_COLUMNS.map(([n, t], i) => `${p(columns[i])}::${n === 'groups' ? 'text' : t}[]`).join(', ');
+  const unnest = EVENT_COLUMNS.map(([n, t], i) => `$${i + 1}::${n === 'groups' ? 'text' : t}[]`).join(', ');
   const aliases = EVENT_COLUMNS.map((_, i) => `c${i}`).join(', ');
-  return `INSERT INTO events (${cols.join(', ')})
+  const r = await c.query<{ id: string; created_at: Date }>(
+    `INSERT INTO events (${cols.join(', ')})
      SELECT ${selects.join(', ')} FROM unnest(${unnest}) AS u(${aliases})
-     ON CONFLICT DO NOTHING`;
-}
-
-/** The fallback insert: skips rows whose (created_at, id) is stored already; returns the ids it inserted. */
-async function insertEventsSkippingStored(c: PoolClient, events: EventRecord[]): Promise<Set<string>> {
-  if (!events.length) return new Set();
-  const params: unknown[] = [];
-  const sql = insertEventsSql(events, (v) => `$${params.push(v)}`);
-  const r = await c.query<{ id: string; created_at: Date }>(`${sql} RETURNING id, created_at`, params);
+     ON CONFLICT DO NOTHING RETURNING id, created_at`,
+    columns,
+  );
   return new Set(r.rows.map((x) => eventKey(x.id, x.created_at.getTime())));
 }
 
