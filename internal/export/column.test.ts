@@ -20,6 +20,7 @@ import { planRead } from '../query/planner';
 import { parseChartParams, type ChartSegment } from './params';
 import type { ChartWindow } from './rollups';
 import type { Filter } from '../query/params';
+import { coveringDesign, fullProduct, type Cell } from '../../test/support/covering';
 import {
   createSqlDb, dropSqlDb, searchParams, prepareDailyLayerDataset, dailyLayerProjects, generateColumnEvents, DAILY_LAYER_TIME, DAILY_LAYER_FULL_HOURS,
   type HourRanges,
@@ -103,24 +104,9 @@ const OTHER_SHAPES: Record<string, unknown>[] = [
 
 type Case = { projectId: string; q: Record<string, unknown> };
 
-/** Every chart of every project, with and without previous: the full cross product. */
-function everyCase(periods: Record<string, unknown>[], shapes: Record<string, unknown>[]): Case[] {
-  return PROJECTS.flatMap((p) => periods.flatMap((period) => shapes.flatMap((shape) =>
-    [false, true].map((previous) => ({ projectId: p.id, q: { ...period, ...shape, previous } })))));
-}
-
-/**
- * A covering design instead of the cross product (4 projects x 9 periods x 11 shapes x 2 was
- * 792 charts asked both ways; each project's answer does not depend on another's): every
- * (period i, shape j, previous k) triple once, on project (i + j + k) mod 4. So every pair of
- * factors still meets: each period on every project (j + k spans 12 values), each shape on every
- * project (i + k spans 10), each project with and without previous, and every period x shape x
- * previous on some project. 198 charts.
- */
-function coveringCases(periods: Record<string, unknown>[], shapes: Record<string, unknown>[]): Case[] {
-  return periods.flatMap((period, i) => shapes.flatMap((shape, j) => [false, true].map((previous, k) =>
-    ({ projectId: PROJECTS[(i + j + k) % PROJECTS.length]!.id, q: { ...period, ...shape, previous } }))));
-}
+/** A design's cells as cases (test/support/covering.ts: the covering design, or the full product where it is cheap). */
+const casesOf = (cells: Cell<(typeof PROJECTS)[number], Record<string, unknown>, Record<string, unknown>>[]): Case[] =>
+  cells.map((c) => ({ projectId: c.project.id, q: { ...c.period, ...c.shape, previous: c.previous } }));
 
 /** Each case asked both ways, four at a time (two connections each: the pool's 8). */
 async function compareAll(db: pg.Pool, label: string, cases: Case[]): Promise<number> {
@@ -214,19 +200,13 @@ describe('column rollups (sql/009 hourly, sql/014 daily)', () => {
   });
 
   it('filtered /export/charts: the default path equals the raw path (operators, names, breakdowns, periods, DST, timezones, previous)', async () => {
-    const cases = coveringCases(PERIODS, SHAPES);
-    // (the design's own check: every project, period, shape and previous is met with each other factor)
-    for (const [a, b] of [['projectId', 'period'], ['projectId', 'shape'], ['projectId', 'previous'], ['period', 'shape']] as const) {
-      const key = (c: Case, x: string) => x === 'projectId' ? c.projectId : x === 'previous' ? String(c.q.previous)
-        : x === 'period' ? String(PERIODS.findIndex((p) => Object.entries(p).every(([k, v]) => c.q[k] === v)))
-        : String(SHAPES.findIndex((sh) => sh.series === c.q.series));
-      const sizes: Record<string, number> = { projectId: PROJECTS.length, period: PERIODS.length, shape: SHAPES.length, previous: 2 };
-      assert.equal(new Set(cases.map((c) => `${key(c, a)}|${key(c, b)}`)).size, sizes[a]! * sizes[b]!, `${a} x ${b}`);
-    }
+    // Every (period, shape) once, every pair of two factors met (checked by coveringDesign), not
+    // the cross product with projects and previous (792 charts asked both ways before).
+    const cases = casesOf(coveringDesign(PROJECTS, PERIODS, SHAPES));
     const n = await compareAll(pool, 'auto vs raw', cases);
-    assert.equal(n, PERIODS.length * SHAPES.length * 2);
+    assert.equal(n, PERIODS.length * SHAPES.length);
     // Few: the full cross product.
-    const m = await compareAll(pool, 'not the column read', everyCase([{ range: '30d' }, { startDate: '2026-03-07', endDate: '2026-03-09', interval: 'hour' }], OTHER_SHAPES));
+    const m = await compareAll(pool, 'not the column read', casesOf(fullProduct(PROJECTS, [{ range: '30d' }, { startDate: '2026-03-07', endDate: '2026-03-09', interval: 'hour' }], OTHER_SHAPES)));
     assert.equal(m, PROJECTS.length * 2 * OTHER_SHAPES.length * 2);
   });
 

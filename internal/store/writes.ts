@@ -407,13 +407,15 @@ function advanceShardIn(q: Statement, b: { stream: string; shard: number; fromSe
      WHERE stream = ${q.p(b.stream)} AND shard = ${q.p(b.shard)} AND stream_seq = ${q.p(b.fromSeq)}`, true);
 }
 
-/** Moves the shard's committed position, only if it still is where this batch started. */
+/** Moves the shard's committed position alone (a dead-lettered message), fenced as a batch is. */
 async function advanceShard(c: PoolClient, b: { stream: string; shard: number; fromSeq: number; toSeq: number }): Promise<void> {
-  const fence = await c.query(
-    'UPDATE shard_offsets SET stream_seq = $4, updated_at = now() WHERE stream = $1 AND shard = $2 AND stream_seq = $3',
-    [b.stream, b.shard, b.fromSeq, b.toSeq],
-  );
-  if (fence.rowCount !== 1) throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
+  const q = new Statement();
+  advanceShardIn(q, b);
+  checkFence(await q.run(c), b);
+}
+
+function checkFence(done: Record<string, number>, b: { shard: number; fromSeq: number }): void {
+  if (done.fence !== 1) throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
 }
 
 /**
@@ -480,7 +482,7 @@ async function writeShardBatch(
     upsertSessions(q, b.sessions);
     invalidateRollups(q, b.shard, scope, b.sessions, eventHours);
     const done = await q.run(c);
-    if (done.fence !== 1) throw new ShardFencedError(`shard ${b.shard} moved past ${b.fromSeq}`);
+    checkFence(done, b);
     if (keys.length && done.keys !== keys.length) {
       throw new KeyAppliedElsewhereError(`${keys.length - (done.keys ?? 0)} idempotency key(s) applied by another batch`);
     }
