@@ -177,20 +177,13 @@ async function refreshRound(db: Pool, c: PoolClient, timescale: boolean, opts: R
     const nonAdditive = [...fnRelations].filter(([, rels]) => !rels.every(isCatalogued)).map(([fn]) => fn);
     if (nonAdditive.length && deltaDue) {
       const hours = new Map(deltaEntries.map((e) => [hourKey(e.project_id, e.bucket), e]));
-      for (const e of hours.values()) {
-        for (const fn of nonAdditive) await c.query(`SELECT ${ident(fn)}($1::text, $2::timestamptz)`, [e.project_id, e.bucket.toISOString()]);
-      }
+      await refreshHours(c, nonAdditive, [...hours.values()], false);
     }
     // Sketch hours something may have left (see the catalogue's `unions`): recomputed.
     const sketchFns = [...fnRelations].filter(([, rels]) => rels.some((r) => catalogueEntry(r)?.unions)).map(([fn]) => fn);
-    for (const h of sketchHours) {
-      for (const fn of sketchFns) await c.query(`SELECT ${ident(fn)}($1::text, $2::timestamptz)`, [h.project_id, h.bucket.toISOString()]);
-    }
-    for (const group of due) {
-      const e = group[0]!;
-      for (const fn of kinds.refreshFunctions) await c.query(`SELECT ${ident(fn)}($1::text, $2::timestamptz)`, [e.project_id, e.bucket.toISOString()]);
-      await c.query('DELETE FROM pg_temp.rollup_invalidations WHERE project_id = $1 AND bucket = $2', [e.project_id, e.bucket.toISOString()]);
-    }
+    if (sketchFns.length) await refreshHours(c, sketchFns, sketchHours, false);
+    // Every due hour's functions, then its shadow entry gone, hour after hour: one statement.
+    await refreshHours(c, kinds.refreshFunctions, due.map((group) => group[0]!), true);
     if (recomputing) {
       await c.query('DROP TABLE pg_temp.rollup_invalidations');
       await c.query('DISCARD PLANS');
@@ -214,6 +207,17 @@ async function refreshRound(db: Pool, c: PoolClient, timescale: boolean, opts: R
     );
   }
   return { buckets: dealt };
+}
+
+/**
+ * Runs refresh functions `fns` for each hour, in order, in one statement (sql/functions/
+ * tm_refresh_hours.sql); with `shadowed`, each hour leaves the round's temporary log once done.
+ */
+async function refreshHours(c: PoolClient, fns: string[], hours: { project_id: string; bucket: Date }[], shadowed: boolean): Promise<void> {
+  if (!fns.length || !hours.length) return;
+  await c.query('SELECT public.tm_refresh_hours($1::text[], $2::text[], $3::timestamptz[], $4)', [
+    fns, hours.map((h) => h.project_id), hours.map((h) => h.bucket.toISOString()), shadowed,
+  ]);
 }
 
 async function refreshCaggs(c: PoolClient, caggs: string[], hours: number[]): Promise<void> {
@@ -362,9 +366,7 @@ async function applyDeltas(
     // The functions' cached plans are made again for this search path.
     await c.query(`SET LOCAL search_path = ${schema}, ${path}`);
     await c.query('DISCARD PLANS');
-    for (const h of hours) {
-      for (const [fn] of additive) await c.query(`SELECT public.${ident(fn)}($1::text, $2::timestamptz)`, [h.project_id, h.bucket.toISOString()]);
-    }
+    await refreshHours(c, additive.map(([fn]) => fn), hours, false);
   }
   await c.query(`SET LOCAL search_path = ${path}`);
   await c.query('DISCARD PLANS');
