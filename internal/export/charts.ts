@@ -64,7 +64,7 @@
 //   with a `~n` suffix); event = {id: item id or A, B, ..., name, breakdowns?}.
 import { BadRequestError } from '../http/errors';
 import { RESERVED_EVENT_NAMES } from '../model/event';
-import { DEFAULT_STATEMENT_TIMEOUT_MS, withTimeout, type ConnectionSource, type Queryable } from '../query/db';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, exactVisitorsMaxOf, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
 import { compileAll, SqlParams } from '../query/filters';
 import { PROPERTY_PREFIX, type Filter } from '../query/params';
 import {
@@ -76,14 +76,12 @@ import {
   wallClockMs,
   type LocalDate,
 } from '../query/period';
-import type { ExportOptions } from './events';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
 import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
-import { chartRequest, chartSpan, groupedSql, layerRows, SEGMENT_TARGETS, type ChartWindow, type ExportPath } from './rollups';
+import { chartRequest, chartSpan, groupedSql, layerRows, SEGMENT_TARGETS, type ChartWindow } from './rollups';
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
 import { propertyRollupGroupedSql, propertyRollupOf, type PropertyRollupPlan } from './property-rollups';
-import { planRead, type ReadSource } from '../query/planner';
-import { exactVisitorsMaxFrom } from '../config/config';
+import { planRead, type ReadPath, type ReadSource } from '../query/planner';
 import { checkChartShape, minMax, ResponseBudget, textBytes } from './budget';
 import { Slicer } from '../http/json';
 
@@ -249,7 +247,7 @@ interface SeriesQuery {
   /** Breakdown value combinations to compute (previous period); null = the top `limit`. */
   combos: string[][] | null;
   /** 'raw' never reads the event rollups nor the sketches. */
-  path: ExportPath;
+  path: ReadPath;
   /** Distinct counts over more events of the series than this come from the sketches. */
   exactMax: number;
   /** The answer's budget (./budget.ts): the rows of each query count against it. */
@@ -305,7 +303,7 @@ export function seriesRead(
   item: Pick<ChartSeriesItem, 'segment' | 'property'>,
   filters: readonly Filter[],
   breakdowns: readonly { name: string }[],
-  path: ExportPath,
+  path: ReadPath,
 ): SeriesRead {
   const target = SEGMENT_TARGETS[item.segment];
   const span = chartSpan(window);
@@ -471,12 +469,6 @@ async function querySeries(db: Queryable, q: SeriesQuery): Promise<SeriesResult>
 
 const ALPHA = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
 
-let envExactVisitorsMax: number | undefined;
-function defaultExactVisitorsMax(): number {
-  envExactVisitorsMax ??= exactVisitorsMaxFrom(process.env);
-  return envExactVisitorsMax;
-}
-
 function slug(s: string): string {
   return s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '') || 'all';
 }
@@ -487,10 +479,10 @@ export async function getChart(
   projectId: string,
   params: ChartParams,
   now: Date = new Date(),
-  options: ExportOptions = {},
+  options: ReadOptions = {},
 ): Promise<ChartResponse> {
   const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
-  const exactMax = options.exactVisitorsMax ?? defaultExactVisitorsMax();
+  const exactMax = exactVisitorsMaxOf(options);
   return withTimeout(pool, timeoutMs, async (db) => {
     await withoutJit(db);
     const timezone = await projectTimezone(db, projectId);

@@ -54,7 +54,7 @@
 import { createHash } from 'node:crypto';
 import Cursor from 'pg-cursor';
 import { BadRequestError } from '../http/errors';
-import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_QUERY_CANCELED, pgErrorCode, withTimeout, type ConnectionSource, type Queryable } from '../query/db';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_QUERY_CANCELED, pgErrorCode, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
 import { QueryTimeoutError } from '../query/errors';
 import { compileAll, SqlParams } from '../query/filters';
 import { addDays, instantOfWallClock, parseLocalDate, startOfDay } from '../query/period';
@@ -70,22 +70,12 @@ import {
   type TimeBound,
 } from './params';
 import { checkRegexes, mapRegexErrors, projectTimezone, TS_TEXT, withoutJit } from '../query/lookups';
-import { countHours, layerRows, totalCountSql, type ExportPath } from './rollups';
-import { planRead } from '../query/planner';
+import { countHours, layerRows, totalCountSql } from './rollups';
+import { planRead, type ReadPath } from '../query/planner';
 import { NDJSON_BATCH_BYTES, ResponseBudget } from './budget';
 
-export interface ExportOptions {
-  /** Statement timeout of every query, ms (default 5000). */
-  statementTimeoutMs?: number;
-  /** 'raw' never reads the event rollups nor the sketches (the reference path, for tests); default 'auto'. */
-  path?: ExportPath;
-  /**
-   * /export/charts user, session and user_average count exactly when the period holds at
-   * most this many events of the series, else from HyperLogLog sketches if the hll
-   * extension is installed (./sketches.ts). Default: TIDEMARK_EXACT_VISITORS_MAX.
-   */
-  exactVisitorsMax?: number;
-}
+/** Path 'raw' never reads the event rollups nor the sketches; exactVisitorsMax: the charts' distinct counts (./sketches.ts). */
+export type ExportOptions = ReadOptions;
 
 export interface ExportedProfile {
   id: string;
@@ -371,7 +361,7 @@ async function pageAfterCursor(db: Queryable, q: EventQuery, cursor: ExportCurso
   return page(rows, cursor.page + 1, cursor.total, cursor.anchor, fingerprint, q.params);
 }
 
-async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string, path: ExportPath = 'auto'): Promise<EventsPage> {
+async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string, path: ReadPath = 'auto'): Promise<EventsPage> {
   const { limit, includes } = q.params;
   const current = q.params.page ?? 1;
   // The anchor: the newest matching event now.
@@ -410,7 +400,7 @@ async function countAtOrBefore(
   q: EventQuery,
   anchor: KeysetPosition,
   atOrBefore: (p: SqlParams) => string,
-  path: ExportPath = 'auto',
+  path: ReadPath = 'auto',
 ): Promise<number> {
   const { filters } = q.params;
   // One column (a cube column too): its rows are far fewer than the cube's (bench data, 10M:

@@ -25,14 +25,11 @@
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import { EVENT_ROLLUP_DIMENSIONS, type ReadRequest, type ReadSource, type ReadTarget } from '../query/planner';
+import { EVENT_ROLLUP_DIMENSIONS, type ReadPath, type ReadRequest, type ReadSource, type ReadTarget } from '../query/planner';
 import type { ChartSegment } from './params';
 import { edges, layerCtes, perRow, rawParts, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
 import { columnPlanOf, columnRows } from './column';
 import { cubePlanOf, cubeRows } from './cube';
-
-/** What a caller may ask for: 'auto' uses the rollups where they are exact; 'raw' never. */
-export type ExportPath = 'auto' | 'raw';
 
 export const HOUR_MS = 3_600_000;
 
@@ -110,7 +107,7 @@ export function chartRequest(
   target: ReadTarget,
   filters: readonly Filter[],
   breakdowns: readonly { name: string }[],
-  path: ExportPath,
+  path: ReadPath,
   propertyKey?: string,
 ): ReadRequest {
   return {

@@ -33,11 +33,8 @@ import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
 import { layerCtes, perRow, rawParts, unionAll, type Layers } from '../query/layered';
-import { planRead, type ReadSource } from '../query/planner';
-import { chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow, type ExportPath } from './rollups';
-
-/** HyperLogLog parameters of every sketch (= HLL_PARAMS of internal/insights/rollups.ts and sql/011). */
-export const HLL_PARAMS = '14, 5, -1, 1';
+import { HLL_PARAMS, planRead, type ReadPath, type ReadSource } from '../query/planner';
+import { chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow } from './rollups';
 
 /** Segments answered from the sketches above the threshold. */
 export const SKETCH_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['user', 'session', 'user_average']);
@@ -63,7 +60,7 @@ export function chartSketchPlan(
   segment: ChartSegment,
   filters: readonly Filter[],
   breakdowns: readonly { name: string }[],
-  path: ExportPath = 'auto',
+  path: ReadPath = 'auto',
 ): SketchPlan | null {
   const span = chartSpan(window);
   if (!SKETCH_SEGMENTS.has(segment) || !span) return null;

@@ -47,10 +47,9 @@ import { compileAll, type IndexedFilter, type SqlParams } from '../query/filters
 import type { Filter } from '../query/params';
 import { layerCtes, perRow, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
 import type { Period } from '../query/period';
-import { cubePair, planRead, readSource, type CubeDimension, type CubePair, type ReadRequest, type ReadSource } from '../query/planner';
+import { cubePair, HLL_PARAMS, planRead, readSource, type CubeDimension, type CubePair, type ReadPath, type ReadRequest, type ReadSource } from '../query/planner';
 
-/** What a caller may ask for: 'auto' lets the planner choose; 'raw' forces the raw tables. */
-export type InsightsPath = 'auto' | 'raw';
+export { HLL_PARAMS };
 
 /** How one query reads its sessions. */
 export type ReadPlan = 'raw' | 'rollup';
@@ -71,7 +70,7 @@ export function wholeHoursOf(period: Pick<Period, 'start' | 'end' | 'buckets'>):
 export function insightsRequest(
   filters: readonly Filter[],
   target: PlanTarget,
-  opts: { path?: InsightsPath; wholeHours: boolean; hll?: boolean },
+  opts: { path?: ReadPath; wholeHours: boolean; hll?: boolean },
 ): ReadRequest {
   const breakdown = target !== 'metrics' && target !== 'pages';
   return {
@@ -93,7 +92,7 @@ export function insightsRequest(
 export function planFor(
   period: Pick<Period, 'start' | 'end' | 'buckets'>,
   filters: readonly Filter[],
-  path: InsightsPath = 'auto',
+  path: ReadPath = 'auto',
   target: PlanTarget = 'metrics',
 ): ReadPlan {
   return planRead(insightsRequest(filters, target, { path, wholeHours: wholeHoursOf(period) })) ? 'rollup' : 'raw';
@@ -171,8 +170,6 @@ export const RAW_MEASURES = `count(*) AS sessions,
                coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
                coalesce(sum(s.screen_view_count), 0) AS screen_views`;
 
-/** HyperLogLog parameters of every sketch (sql/008_rollup_visitors.sql): log2m, regwidth, expthresh, sparseon. */
-export const HLL_PARAMS = '14, 5, -1, 1';
 /**
  * Documented bound of a unique-visitor estimate's relative error: 3 standard errors of at
  * most 1% (nominal 1.04 / sqrt(2^14) = 0.81%; measured 0.6-0.95% depending on the count,

@@ -19,32 +19,15 @@
 //   HyperLogLog estimate (standard error at most 1%, 99.7% within 3%) when the hll extension
 //   is installed; always exact without it and on the raw path.
 // - Every insights transaction runs with JIT compilation off (see runInsightsQuery).
-import { NotFoundError, BadRequestError } from '../http/errors';
+import { NotFoundError } from '../http/errors';
 import { DIMENSION_PREFIX, SCREEN_VIEW, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
-import {
-  DEFAULT_STATEMENT_TIMEOUT_MS,
-  PG_INVALID_REGULAR_EXPRESSION,
-  pgErrorCode,
-  withTimeout,
-  type ConnectionSource,
-  type Queryable,
-} from '../query/db';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, exactVisitorsMaxOf, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
 import { compileAll, splitFilters, SqlParams, type SplitFilters } from '../query/filters';
 import type { PageParams, PeriodParams } from '../query/params';
 import { resolvePeriod, type Period } from '../query/period';
-import { checkRegexes, projectTimezone } from '../query/lookups';
+import { checkRegexes, mapRegexErrors, projectTimezone } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
-import { exactVisitorsMaxFrom } from '../config/config';
-import {
-  breakdownSql,
-  insightsRequest,
-  rollupMetricsSql,
-  rollupPagesSql,
-  RAW_MEASURES,
-  type InsightsPath,
-  type PlanTarget,
-  wholeHoursOf,
-} from './rollups';
+import { breakdownSql, insightsRequest, rollupMetricsSql, rollupPagesSql, RAW_MEASURES, type PlanTarget, wholeHoursOf } from './rollups';
 import { planRead, type ReadSource } from '../query/planner';
 import { scopedSessionsSql, type SessionScope } from './sessions';
 
@@ -55,29 +38,8 @@ export function isBreakdownDimension(name: string): name is BreakdownDimension {
   return (BREAKDOWN_DIMENSIONS as readonly string[]).includes(name);
 }
 
-export interface InsightsOptions {
-  /** Statement timeout of every query, ms (default 5000). */
-  statementTimeoutMs?: number;
-  /**
-   * 'auto' (default): metrics, pages and breakdowns from the rollups where the read planner finds a source,
-   * else metrics and breakdowns from the raw sessions and pages by the indexed query. 'raw':
-   * the original raw-table queries everywhere (the reference the tests compare with, and a
-   * fallback; unique visitors always exact).
-   */
-  path?: InsightsPath;
-  /**
-   * Metrics on the rollup path count unique visitors exactly when the period has at most
-   * this many sessions, else from HyperLogLog sketches if the hll extension is installed.
-   * Default: TIDEMARK_EXACT_VISITORS_MAX (internal/config/config.ts).
-   */
-  exactVisitorsMax?: number;
-}
-
-let envExactVisitorsMax: number | undefined;
-function defaultExactVisitorsMax(): number {
-  envExactVisitorsMax ??= exactVisitorsMaxFrom(process.env);
-  return envExactVisitorsMax;
-}
+/** Path 'raw': metrics and breakdowns from the raw sessions, pages by the original query (referencePagesSql). */
+export type InsightsOptions = ReadOptions;
 
 export interface MetricValues {
   bounce_rate: number;
@@ -141,7 +103,7 @@ export async function getMetrics(
 ): Promise<MetricsResponse> {
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
     const p = new SqlParams();
-    const exactMax = options.exactVisitorsMax ?? defaultExactVisitorsMax();
+    const exactMax = exactVisitorsMaxOf(options);
     const { source } = ctx;
     // A dimension's rollup counts filtered visitors with per-value sketches (sql/010); the pair
     // metrics with theirs (sql/018); the unfiltered rollups with the hourly ones (sql/008).
@@ -421,9 +383,8 @@ async function runInsightsQuery<T>(
     // No JIT for these short queries: compiling costs 10-200 ms, more than it saves here,
     // and the raw tail's row estimates (parameterised hour ranges) push plans past
     // jit_above_cost (measured: a 10M-event breakdown went from 39 to 9 ms). Transaction-local.
-    // The same round trip tells whether the unique-visitor sketches exist (sql/008_rollup_visitors.sql).
-    // ... and whether the per-value sketches of filtered metrics exist (sql/010_rollup_visitor_values.sql).
-    // ... and whether the pair metrics of metrics filtered on two cube dimensions exist (sql/018).
+    // The same round trip tells which optional rollups exist: the unique-visitor sketches
+    // (sql/008), the per-value sketches of filtered metrics (sql/010), the pair metrics (sql/018).
     const { rows: setup } = await db.query<{ sketches: boolean; value_sketches: boolean; pair_metrics: boolean }>(
       `SELECT set_config('jit', 'off', true), to_regclass('rollup_visitors_hourly') IS NOT NULL AS sketches,
               to_regclass('rollup_visitor_values_hourly') IS NOT NULL AS value_sketches,
@@ -440,13 +401,6 @@ async function runInsightsQuery<T>(
       path: options.path, wholeHours: wholeHoursOf(period), hll: setup[0]?.pair_metrics === true,
     }));
     const filters = splitFilters(params.filters);
-    try {
-      return await query({ db, projectId, period, filters, source, sketches, valueSketches, ...page });
-    } catch (err) {
-      if (pgErrorCode(err) === PG_INVALID_REGULAR_EXPRESSION) {
-        throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);
-      }
-      throw err;
-    }
+    return mapRegexErrors(() => query({ db, projectId, period, filters, source, sketches, valueSketches, ...page }));
   });
 }

@@ -62,6 +62,9 @@ export const MAX_ROLLED_KEY_BYTES = 200;
 
 export type ReadSide = 'sessions' | 'events';
 
+/** 'auto' lets the planner choose; 'raw' never reads a rollup. */
+export type ReadPath = 'auto' | 'raw';
+
 /**
  * What a read asks for:
  * - sessions: `metrics` (the five session sums per bucket and in total, plus unique visitors),
@@ -81,8 +84,8 @@ export interface ReadRequest {
   filters: readonly string[];
   /** The breakdown names (sessions' `breakdown`: the one dimension). */
   breakdowns?: readonly string[];
-  /** 'raw' never reads a rollup. Default 'auto'. */
-  path?: 'auto' | 'raw';
+  /** Default 'auto'. */
+  path?: ReadPath;
   /**
    * The hours fit: insights, the period's start, end and every bucket start are whole UTC
    * hours; charts, every bucket boundary inside the window is a whole UTC hour and some whole
@@ -294,6 +297,9 @@ export function planRead(request: ReadRequest): ReadSource | null {
 
 // ---------------------------------------------------------------------------------------
 // Helpers the SQL builders share
+
+/** HyperLogLog parameters of every sketch (sql/008, sql/010, sql/011): log2m, regwidth, expthresh, sparseon. */
+export const HLL_PARAMS = '14, 5, -1, 1';
 
 /** One pair of cube dimensions, as the daily pair rows key it (sql/015, sql/016, sql/018). */
 export interface CubePair {
