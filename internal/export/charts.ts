@@ -67,15 +67,7 @@ import { RESERVED_EVENT_NAMES } from '../model/event';
 import { DEFAULT_STATEMENT_TIMEOUT_MS, exactVisitorsMaxOf, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
 import { compileAll, SqlParams } from '../query/filters';
 import { PROPERTY_PREFIX, type Filter } from '../query/params';
-import {
-  addDays,
-  bucketStarts,
-  localDateOf,
-  resolvePeriod,
-  startOfDay,
-  wallClockMs,
-  type LocalDate,
-} from '../query/period';
+import { addDays, bucketStarts, daysBetween, localDateOf, resolvePeriod, startOfDay } from '../query/period';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
 import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
 import { chartRequest, chartSpan, groupedSql, layerRows, SEGMENT_TARGETS, type ChartWindow } from './rollups';
@@ -159,14 +151,6 @@ const MINUTE = 60_000;
 const DAY = 86_400_000;
 const SLIDING = new Set(['30min', 'lastHour', 'last24h']);
 
-function minuteBuckets(startMs: number, endMs: number, timezone: string): Date[] {
-  const wall = wallClockMs(startMs, timezone);
-  const into = ((wall % MINUTE) + MINUTE) % MINUTE;
-  const out: Date[] = [];
-  for (let t = startMs - into; t < endMs; t += MINUTE) out.push(new Date(t));
-  return out;
-}
-
 /** Shortest length of one bucket of each interval (months and DST days are never shorter). */
 const MIN_BUCKET_MS: Record<ChartInterval, number> = { minute: MINUTE, hour: 3_600_000, day: 23 * 3_600_000, week: 7 * DAY - 3_600_000, month: 28 * DAY - 3_600_000 };
 
@@ -177,13 +161,7 @@ function bucketsFor(startMs: number, endMs: number, interval: ChartInterval, tim
     const message = `interval ${interval} gives more than ${MAX_BUCKETS} buckets for this period; use a coarser interval or a shorter period`;
     throw new BadRequestError(`interval: ${message}`, [{ path: ['interval'], message }]);
   }
-  return interval === 'minute' ? minuteBuckets(startMs, endMs, timezone) : bucketStarts(startMs, endMs, interval, timezone);
-}
-
-function dayNumber(d: LocalDate): number {
-  const x = new Date(0);
-  x.setUTCFullYear(d.year, d.month - 1, d.day);
-  return Math.round(x.getTime() / DAY);
+  return bucketStarts(startMs, endMs, interval, timezone);
 }
 
 interface Window {
@@ -201,7 +179,7 @@ function previousWindow(current: Window, params: ChartParams, interval: ChartInt
     prevStart = startMs - (endMs - startMs);
   } else {
     const first = localDateOf(startMs, timezone);
-    const days = dayNumber(localDateOf(endMs, timezone)) - dayNumber(first);
+    const days = daysBetween(first, localDateOf(endMs, timezone));
     prevStart = startOfDay(addDays(first, -days), timezone);
   }
   return { start: new Date(prevStart), end: current.start, buckets: bucketsFor(prevStart, startMs, interval, timezone) };
