@@ -24,8 +24,8 @@
 // numeric text too long to roll up safely), raw events of those hours and of both edges.
 import type { SqlParams } from '../query/filters';
 import type { ChartSegment } from './params';
-import { layerCtes, rawParts, unionAll, unloggedRows, type Layers } from '../query/layered';
-import type { ChartWindow } from './rollups';
+import { rawParts, unloggedRows, type Layers } from '../query/layered';
+import { chartBounds, seriesOfParts, type ChartWindow } from './rollups';
 
 export interface PropertyRollupPlan {
   /** Whole UTC hours inside the window (both ends set). */
@@ -81,9 +81,7 @@ export function propertyRollupGroupedSql(plan: PropertyRollupPlan, opts: Propert
   if (!combine) throw new Error(`not a property segment: ${opts.segment}`);
   const project = p.add(opts.projectId);
   const key = `${p.add(plan.key)}::text`;
-  const from = `${p.add(plan.span.from.toISOString())}::timestamptz`;
-  const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
-  const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
+  const { from, to, starts, head, tail } = chartBounds(plan.span, opts.window, p);
   const b = plan.value !== null;
   // The layers (internal/query/layered.ts), no days: the hours logged or listed in
   // event_properties_raw_hours for the key (a numeric text too long to roll up safely) read raw.
@@ -97,19 +95,11 @@ export function propertyRollupGroupedSql(plan: PropertyRollupPlan, opts: Propert
   const rawPart = (rows: string) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*), sum(x.v), min(x.v), max(x.v)
         FROM ${rows}
         GROUP BY ${b ? '1, 2' : '1'}`;
-  const parts = [
+  return seriesOfParts(layers, b, combine, [
     `SELECT width_bucket(r.bucket, ${starts}) AS bucket${b ? `, ${plan.value} AS b0` : ''}, r.count AS n, r.sum AS s, r.min AS mn, r.max AS mx
         FROM ${unloggedRows(layers, 'event_properties_hourly', rollupWhere)}`,
     ...rawParts(layers, {
-      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${opts.rawNumber} AS v`, table: 'events s', where: opts.rawWhere, time: 's.created_at',
-      head: plan.span.from.getTime() > opts.window.start.getTime(), tail: plan.span.to.getTime() < opts.window.end.getTime(),
+      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${opts.rawNumber} AS v`, table: 'events s', where: opts.rawWhere, time: 's.created_at', head, tail,
     }, rawPart),
-  ];
-  const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
-  return `WITH ${layerCtes(layers)},
-      parts AS (
-        ${unionAll(parts)}
-      )
-      SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, (${combine})::text AS value
-      FROM parts GROUP BY GROUPING SETS (${sets})`;
+  ]);
 }

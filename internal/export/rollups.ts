@@ -194,9 +194,7 @@ export function groupedSql(
 ): string {
   const { project, span } = opts;
   if (!rows.days || typeof rows.hours !== 'string') throw new Error('a chart series reads days and hours');
-  const from = `${p.add(span.from.toISOString())}::timestamptz`;
-  const to = `${p.add(span.to.toISOString())}::timestamptz`;
-  const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
+  const { from, to, starts, head, tail } = chartBounds(span, opts.window, p);
   const first = (order: string) => `date_trunc('hour', (SELECT e.created_at FROM events e WHERE e.project_id = ${project} AND e.created_at >= ${from} AND e.created_at < ${to}
                                    ORDER BY e.created_at${order} LIMIT 1), 'UTC')`;
   const layers: Layers = {
@@ -205,23 +203,44 @@ export function groupedSql(
     hours: { held: { lo: first(''), hi: first(' DESC') } },
   };
   const b = rows.value !== null;
-  const parts = [
+  return seriesOfParts(layers, b, 'sum(parts.n)', [
     `SELECT days.bucket${b ? `, ${rows.value} AS b0` : ''}, r.count AS n
         FROM ${perRow('days', rows.days.rows, 'r')}`,
     `SELECT width_bucket(hrs.h, ${starts})${b ? `, ${rows.value}` : ''}, r.count
         FROM ${perRow('hrs', rows.hours, 'r')}`,
     ...rawParts(layers, {
-      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}`, table: 'events s', where: opts.rawWhere, time: 's.created_at',
-      head: span.from.getTime() > opts.window.start.getTime(), tail: span.to.getTime() < opts.window.end.getTime(),
+      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}`, table: 'events s', where: opts.rawWhere, time: 's.created_at', head, tail,
     }, (raw) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*) FROM ${raw}
         GROUP BY ${b ? '1, 2' : '1'}`),
-  ];
+  ]);
+}
+
+/**
+ * A chart series' bounds as placeholders: its span's whole hours [from, to), the window's
+ * bucket starts, and whether partial hours of the window lie before (head) or after (tail) the span.
+ */
+export function chartBounds(span: { from: Date; to: Date }, window: ChartWindow, p: SqlParams) {
+  return {
+    from: `${p.add(span.from.toISOString())}::timestamptz`,
+    to: `${p.add(span.to.toISOString())}::timestamptz`,
+    starts: `${p.add(window.buckets.map((d) => d.toISOString()))}::timestamptz[]`,
+    head: span.from.getTime() > window.start.getTime(),
+    tail: span.to.getTime() < window.end.getTime(),
+  };
+}
+
+/**
+ * A chart series' grouped rows from its layered `parts` (columns bucket, b0 with a breakdown,
+ * n, and what `value` aggregates): bucket (1-based width_bucket index; NULL on the total rows),
+ * b0, n (events) and value (text), the grouping sets of the raw query.
+ */
+export function seriesOfParts(layers: Layers, b: boolean, value: string, parts: readonly string[]): string {
   const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
   return `WITH ${layerCtes(layers)},
       parts AS (
         ${unionAll(parts)}
       )
-      SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, sum(parts.n)::text AS value
+      SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, (${value})::text AS value
       FROM parts GROUP BY GROUPING SETS (${sets})`;
 }
 

@@ -34,7 +34,7 @@ import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
 import { layerCtes, perRow, rawParts, unionAll, type Layers } from '../query/layered';
 import { HLL_PARAMS, planRead, type ReadPath, type ReadSource } from '../query/planner';
-import { chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow } from './rollups';
+import { chartBounds, chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow } from './rollups';
 
 /** Segments answered from the sketches above the threshold. */
 export const SKETCH_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['user', 'session', 'user_average']);
@@ -115,9 +115,7 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
   const names = opts.name === '*' ? [] : [opts.name];
   const rows = layerRows(plan.counts, { project, names, filters: [], breakdown: plan.breakdown, every: false }, p);
   const grouped = groupedSql(rows, { ...opts, project, span: plan.span }, p);
-  const from = `${p.add(plan.span.from.toISOString())}::timestamptz`;
-  const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
-  const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
+  const { from, to, starts, head, tail } = chartBounds(plan.span, opts.window, p);
   const users = opts.segment !== 'session';
 
   let top: string;
@@ -163,8 +161,7 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
     `SELECT width_bucket(hrs.h, ${starts}), ${rowValue}, ${sketch}
         FROM ${perRow('hrs', `SELECT * FROM events_sketches_hourly r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h`, 'r')}`,
     ...rawParts(layers, {
-      columns: `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`, table: 'events s', where: `${opts.rawWhere}${rawCond}`, time: 's.created_at',
-      head: plan.span.from.getTime() > opts.window.start.getTime(), tail: plan.span.to.getTime() < opts.window.end.getTime(),
+      columns: `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`, table: 'events s', where: `${opts.rawWhere}${rawCond}`, time: 's.created_at', head, tail,
     }, rawPart),
   ];
 
