@@ -239,6 +239,11 @@ export function rollupMetricsSql(
         SELECT ${periodSessions} <= ${params.add(counting.exactMax)}::numeric AS exact
       ),`
     : '';
+  // The visitors of the logged hours' sessions meeting `filter`, hashed on the fly.
+  const loggedSketches = (filter: string) => `SELECT width_bucket(inv.bucket, ${starts}), hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS})
+        FROM ${tailSessions(b)}
+        WHERE ${filter} AND NOT ${exact}
+        GROUP BY inv.bucket`;
   // Unfiltered: the hourly sketches and their UTC day parts (sql/008_rollup_visitors.sql).
   const periodSketches = `
       -- Each series bucket's share of the period, cut at UTC midnights. A cut that starts or
@@ -282,10 +287,7 @@ export function rollupMetricsSql(
         WHERE NOT (segs.day_ok AND segs.kind IS NOT NULL)
           AND h.bucket NOT IN (SELECT inv.bucket FROM inv)
         UNION ALL
-        SELECT width_bucket(inv.bucket, ${starts}), hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS})
-        FROM ${tailSessions(b)}
-        WHERE NOT ${exact}
-        GROUP BY inv.bucket
+        ${loggedSketches('true')}
       ),`;
   // Filtered: the sketches of the rollup rows meeting the filters, hour by hour (sql/010).
   // (built only when used: every params.add() must be referenced by the statement)
@@ -299,10 +301,7 @@ export function rollupMetricsSql(
           AND ${where('r')}
           AND NOT ${exact}
         UNION ALL
-        SELECT width_bucket(inv.bucket, ${starts}), hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS})
-        FROM ${tailSessions(b)}
-        WHERE ${where('s')} AND NOT ${exact}
-        GROUP BY inv.bucket
+        ${loggedSketches(where('s'))}
       ),`;
   // Pair metrics: the visitors of the days' pair rows and of the raw hours (pairParts below).
   const pairSketches = `
@@ -537,6 +536,7 @@ export function breakdownSql(
   // Identifiers: the dimensions come from SESSION_DIMENSIONS / CUBE_DIMENSIONS / DIMENSION_PREFIX.
   const parent = DIMENSION_PREFIX[dimension];
   const keys = (alias: string) => `${alias}.${dimension} AS name${parent ? `, ${alias}.${parent} AS prefix` : ''}`;
+  const byKeys = parent ? '1, 2' : '1'; // the keys' positions
   const rows = (layers: Layers | null, parts: readonly string[]) => `
       WITH ${layers ? `${layerCtes(layers)},
       ` : ''}parts AS (
@@ -547,7 +547,7 @@ export function breakdownSql(
   if ('rawSessions' in source) {
     return rows(null, [`SELECT ${keys('s')}, ${RAW_MEASURES}
         FROM (${source.rawSessions}) s
-        GROUP BY ${breakdownKeys(dimension, 's')}`]);
+        GROUP BY ${byKeys}`]);
   }
   const b = bind(scope, params);
   const where = (alias: string) => compileAll(filters, alias, params);
@@ -555,7 +555,7 @@ export function breakdownSql(
   const raw = (from: string) => `SELECT ${keys('s')}, ${RAW_MEASURES}
         FROM ${from}
         WHERE ${where('s')}
-        GROUP BY ${breakdownKeys(dimension, 's')}`;
+        GROUP BY ${byKeys}`;
   if (source.family === 'session_dimension') {
     return rows(layersOf(b), [
       `SELECT r.value AS name${parent ? ', r.prefix AS prefix' : ''}, ${measures}
@@ -600,16 +600,6 @@ export function breakdownSql(
     ]);
   }
   throw new Error(`no breakdown over ${source.id}`);
-}
-
-/**
- * The name (and the prefix, when `dimension` has a parent) of the rows of `alias` that carry
- * the dimensions under their own names (sessions, or a rollup relation seen through named()).
- * Identifiers come from SESSION_DIMENSIONS / DIMENSION_PREFIX only.
- */
-function breakdownKeys(dimension: SessionDimension, alias: string): string {
-  const parent = DIMENSION_PREFIX[dimension];
-  return parent ? `${alias}.${dimension}, ${alias}.${parent}` : `${alias}.${dimension}`;
 }
 
 /**
