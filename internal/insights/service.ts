@@ -220,26 +220,10 @@ function pagesSql(ctx: QueryContext & Page, p: SqlParams): string {
         FROM (${sessionsSql}) s
       ),
       v AS (
-        SELECT e.session_id, e.origin COLLATE "C" AS origin, e.path COLLATE "C" AS path, e.duration_ms, s.is_bounce,
-               (s.entry_origin = e.origin AND s.entry_path = e.path) AS entered
-        FROM s
-        JOIN events e ON e.session_id = s.id
-        WHERE e.project_id = ${project}
-          AND e.name = ${view}
-          AND e.created_at >= ${start}
-          -- a session's events lie in [started_at, last_event_at]; bounds the index range scan
-          AND e.created_at <= (SELECT max(s2.last_event_at) FROM s s2)
-          AND e.created_at >= s.started_at
-          AND ${eventFilters}
+        ${sessionViews('e.session_id, e.origin COLLATE "C" AS origin, e.path COLLATE "C" AS path, e.duration_ms', project, view, start, eventFilters)}
       ),
       ranked AS (
-        SELECT v.origin, v.path,
-               count(DISTINCT v.session_id) AS sessions,
-               count(DISTINCT v.session_id) FILTER (WHERE v.entered) AS entries,
-               count(DISTINCT v.session_id) FILTER (WHERE v.entered AND v.is_bounce) AS bounces,
-               count(v.duration_ms) AS timed_views,
-               coalesce(sum(v.duration_ms), 0) AS duration_ms,
-               count(*) AS views
+        SELECT v.origin, v.path, ${PAGE_MEASURES}
         FROM v
         GROUP BY v.origin, v.path
         ORDER BY sessions DESC, v.path, v.origin
@@ -262,33 +246,39 @@ function pagesSql(ctx: QueryContext & Page, p: SqlParams): string {
       ORDER BY r.sessions DESC, r.path, r.origin`;
 }
 
-/** The original pages query (path 'raw'): the reference pagesSql() must match. */
-function referencePagesSql(ctx: QueryContext & Page, p: SqlParams): string {
-  const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: false });
-  const projectParam = p.add(ctx.projectId);
-  const viewParam = p.add(SCREEN_VIEW);
-  return `
-      WITH s AS (${sessionsSql}),
-      v AS (
-        SELECT e.id, e.session_id, e.origin, e.path, e.title, e.created_at, e.duration_ms, s.is_bounce,
-               (s.entry_origin = e.origin AND s.entry_path = e.path) AS entered
+/**
+ * The screen views (`columns` of events e, and the session's is_bounce and `entered`) of the
+ * sessions of CTE `s` that started at or after `start` and meet the event filters.
+ */
+function sessionViews(columns: string, project: string, view: string, start: string, eventFilters: string): string {
+  return `SELECT ${columns}, s.is_bounce, (s.entry_origin = e.origin AND s.entry_path = e.path) AS entered
         FROM s
         JOIN events e ON e.session_id = s.id
-        WHERE e.project_id = ${projectParam}
-          AND e.name = ${viewParam}
-          AND e.created_at >= ${p.add(ctx.period.start.toISOString())}::timestamptz
+        WHERE e.project_id = ${project}
+          AND e.name = ${view}
+          AND e.created_at >= ${start}
           -- a session's events lie in [started_at, last_event_at]; bounds the index range scan
           AND e.created_at <= (SELECT max(s2.last_event_at) FROM s s2)
           AND e.created_at >= s.started_at
-          AND ${compileAll(ctx.filters.event, 'e', p)}
+          AND ${eventFilters}`;
+}
+
+/** A page's sums over its views `v` (sessionViews). */
+const PAGE_MEASURES = `count(DISTINCT v.session_id) AS sessions,
+               count(DISTINCT v.session_id) FILTER (WHERE v.entered) AS entries,
+               count(DISTINCT v.session_id) FILTER (WHERE v.entered AND v.is_bounce) AS bounces,
+               count(v.duration_ms) AS timed_views, coalesce(sum(v.duration_ms), 0) AS duration_ms, count(*) AS views`;
+
+/** The original pages query (path 'raw'): the reference pagesSql() must match. */
+function referencePagesSql(ctx: QueryContext & Page, p: SqlParams): string {
+  const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: false });
+  return `
+      WITH s AS (${sessionsSql}),
+      v AS (
+        ${sessionViews('e.id, e.session_id, e.origin, e.path, e.title, e.created_at, e.duration_ms', p.add(ctx.projectId), p.add(SCREEN_VIEW),
+          `${p.add(ctx.period.start.toISOString())}::timestamptz`, compileAll(ctx.filters.event, 'e', p))}
       )
-      SELECT v.origin, v.path,
-             count(DISTINCT v.session_id) AS sessions,
-             count(DISTINCT v.session_id) FILTER (WHERE v.entered) AS entries,
-             count(DISTINCT v.session_id) FILTER (WHERE v.entered AND v.is_bounce) AS bounces,
-             count(v.duration_ms) AS timed_views,
-             coalesce(sum(v.duration_ms), 0) AS duration_ms,
-             count(*) AS views,
+      SELECT v.origin, v.path, ${PAGE_MEASURES},
              coalesce((array_agg(v.title ORDER BY v.created_at DESC, v.id DESC) FILTER (WHERE v.title <> ''))[1], '') AS title
       FROM v
       GROUP BY v.origin, v.path
