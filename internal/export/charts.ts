@@ -63,14 +63,13 @@
 // - Series ids follow OpenPanel: `<slug(name)>-<A|B|...>-<names joined by ->` (made unique
 //   with a `~n` suffix); event = {id: item id or A, B, ..., name, breakdowns?}.
 import { BadRequestError } from '../http/errors';
-import { RESERVED_EVENT_NAMES } from '../model/event';
 import { DEFAULT_STATEMENT_TIMEOUT_MS, exactVisitorsMaxOf, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
-import { compileAll, SqlParams } from '../query/filters';
+import { compileAll, indexed, SqlParams } from '../query/filters';
 import { PROPERTY_PREFIX, type Filter } from '../query/params';
 import { addDays, bucketStarts, daysBetween, localDateOf, resolvePeriod, startOfDay } from '../query/period';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
 import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
-import { chartRequest, chartSpan, groupedSql, layerRows, SEGMENT_TARGETS, type ChartWindow } from './rollups';
+import { chartedWhere, chartRequest, chartSpan, groupedSql, layerRows, namesWhere, SEGMENT_TARGETS, type ChartWindow } from './rollups';
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
 import { propertyRollupGroupedSql, propertyRollupOf, type PropertyRollupPlan } from './property-rollups';
 import { planRead, type ReadPath, type ReadSource } from '../query/planner';
@@ -248,11 +247,10 @@ function seriesWhere(q: SeriesQuery, p: SqlParams): { where: string; v: string }
     `s.project_id = ${p.add(q.projectId)}`,
     `s.created_at >= ${p.add(q.window.start.toISOString())}::timestamptz`,
     `s.created_at < ${p.add(q.window.end.toISOString())}::timestamptz`,
-    'NOT s.is_bot',
-    `s.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`,
+    ...chartedWhere('s', p),
+    ...namesWhere('s', item.name === '*' ? [] : [item.name], p),
   ];
-  if (item.name !== '*') conditions.push(`s.name = ${p.add(item.name)}`);
-  if (q.filters.length) conditions.push(compileAll(q.filters.map((filter, index) => ({ filter, index })), 's', p));
+  if (q.filters.length) conditions.push(compileAll(indexed(q.filters), 's', p));
   let v = 'NULL';
   if (PROPERTY_SEGMENTS.has(item.segment)) {
     const key = p.add(propertyKey(item.property ?? ''));
@@ -314,6 +312,7 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
   const b = breakdowns.map((_, i) => `b${i}`);
   const { where, v } = seriesWhere(q, p);
   const bExprs = breakdowns.map((bd) => breakdownExpr(bd.name, p));
+  const bSelect = bExprs.map((e, i) => `, ${e} AS b${i}`).join('');
   if (sketch) {
     return sketchSeriesSql(sketch, {
       projectId: q.projectId, name: item.name, segment: item.segment, window: q.window,
@@ -330,7 +329,6 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
   };
 
   if (!TWO_PASS.has(item.segment)) {
-    const bSelect = bExprs.map((e, i) => `, ${e} AS b${i}`).join('');
     const read = seriesRead(q.window, item, q.filters, breakdowns, q.path);
     const layer = { projectId: q.projectId, name: item.name, window: q.window, rawWhere: where, rawValue: bExprs[0] ?? null };
     let grouped: string;
@@ -356,7 +354,6 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
       FROM g JOIN top ON ${b.map((c) => `g.${c} = top.${c}`).join(' AND ')}`;
   }
 
-  const bSelect = bExprs.map((e, i) => `, ${e} AS b${i}`).join('');
   const ev = `SELECT s.created_at, s.id, s.profile_id, s.groups${bSelect} FROM events s WHERE ${where}`;
   let top = '';
   let src = 'SELECT ev.*, 1 AS rk FROM ev';

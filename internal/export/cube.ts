@@ -19,10 +19,9 @@
 // of none, `name` or that column) read that column's own rollups instead (./column.ts: fewer
 // rows); the cube serves the rest.
 import { cubePair, type CubeDimension, type CubePair } from '../query/planner';
-import { RESERVED_EVENT_NAMES } from '../model/event';
-import { compileAll, type SqlParams } from '../query/filters';
+import { compileAll, indexed, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import type { LayerRows, RowQuery } from './rollups';
+import { chartedWhere, namesWhere, type LayerRows, type RowQuery } from './rollups';
 
 /** How a filtered read uses the cube. */
 export interface CubePlan {
@@ -49,16 +48,10 @@ export function cubePlanOf(filters: readonly Filter[], breakdown: string | undef
   return { pair: cubePair(named), value: breakdown === undefined ? null : `r.${breakdown}` };
 }
 
+/** A chart's charted events, a totalCount's (`every`) every event; of the names asked for. */
 function rowConditions(q: RowQuery, p: SqlParams): string[] {
-  const c: string[] = [];
-  // Charts count no bots, no session_start / session_end; a totalCount (`every`) every event.
-  if (!q.every) c.push('NOT x.is_bot', `x.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`);
-  if (q.names.length === 1) c.push(`x.name = ${p.add(q.names[0])}`);
-  else if (q.names.length > 1) c.push(`x.name = ANY(${p.add([...q.names])}::text[])`);
-  return c;
+  return [...(q.every ? [] : chartedWhere('x', p)), ...namesWhere('x', q.names, p)];
 }
-
-const indexed = (filters: readonly Filter[]) => filters.map((filter, index) => ({ filter, index }));
 
 /** The hourly cube rows of hour `hrs.h` that pass the filters (columns: the cube's own). */
 function hourSql(q: RowQuery, p: SqlParams): string {

@@ -56,7 +56,7 @@ import Cursor from 'pg-cursor';
 import { BadRequestError } from '../http/errors';
 import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_QUERY_CANCELED, pgErrorCode, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
 import { QueryTimeoutError } from '../query/errors';
-import { compileAll, SqlParams } from '../query/filters';
+import { compileAll, indexed, SqlParams } from '../query/filters';
 import { addDays, instantOfWallClock, parseLocalDate, startOfDay } from '../query/period';
 import {
   encodeCursor,
@@ -192,7 +192,7 @@ function whereSql(q: EventQuery, p: SqlParams): string {
   if (q.end) c.push(`e.created_at ${q.end.inclusive ? '<=' : '<'} ${p.add(q.end.iso)}::timestamptz`);
   if (q.events.length) c.push(`e.name = ANY(${p.add(q.events)}::text[])`);
   if (q.profileId !== undefined) c.push(`e.profile_id = ${p.add(q.profileId)}`);
-  if (q.params.filters.length) c.push(compileAll(q.params.filters.map((filter, index) => ({ filter, index })), 'e', p));
+  if (q.params.filters.length) c.push(compileAll(indexed(q.params.filters), 'e', p));
   return c.join('\n  AND ');
 }
 

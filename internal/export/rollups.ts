@@ -146,6 +146,17 @@ export interface LayerRows {
   value: string | null;
 }
 
+/** Rows (alias `alias`) of the event names `names` (none: every name). */
+export function namesWhere(alias: string, names: readonly string[], p: SqlParams): string[] {
+  if (names.length === 0) return [];
+  return [names.length === 1 ? `${alias}.name = ${p.add(names[0])}` : `${alias}.name = ANY(${p.add([...names])}::text[])`];
+}
+
+/** The events charts count (alias `alias`): no bots, no session_start / session_end. */
+export function chartedWhere(alias: string, p: SqlParams): string[] {
+  return [`NOT ${alias}.is_bot`, `${alias}.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`];
+}
+
 /**
  * The rows the planner's source (internal/query/planner.ts) keeps for `q`: events_hourly and
  * event_counts_daily (below), one column's rollups (./column.ts) or the event cube (./cube.ts).
@@ -157,16 +168,11 @@ export function layerRows(source: ReadSource, q: RowQuery, p: SqlParams): LayerR
   // events_hourly: per hour, name and bot flag, every event; no filters (the planner's entry).
   if (q.every) {
     // No daily layer holds every event: the unlogged hours are read flat.
-    return { hours: { flat: 'events_hourly', where: q.names.length ? [`r.name = ANY(${p.add([...q.names])}::text[])`] : [] }, value: null };
+    return { hours: { flat: 'events_hourly', where: namesWhere('r', q.names, p) }, value: null };
   }
-  const hourWhere = [`x.project_id = ${q.project}`, 'x.bucket = hrs.h', 'NOT x.is_bot', `x.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`];
+  const hourWhere = [`x.project_id = ${q.project}`, 'x.bucket = hrs.h', ...chartedWhere('x', p), ...namesWhere('x', q.names, p)];
   // event_counts_daily of dimension '': only charted events by construction (sql/014).
-  const dayWhere = [`x.project_id = ${q.project}`, `x.dimension = ${p.add('')}`, 'x.bucket = days.lo'];
-  if (q.names.length) {
-    const name = p.add(q.names[0]);
-    hourWhere.push(`x.name = ${name}`);
-    dayWhere.push(`x.name = ${name}`);
-  }
+  const dayWhere = [`x.project_id = ${q.project}`, `x.dimension = ${p.add('')}`, 'x.bucket = days.lo', ...namesWhere('x', q.names, p)];
   return {
     days: { list: 'event_counts_days', rows: `SELECT * FROM event_counts_daily x WHERE ${dayWhere.join(' AND ')}` },
     hours: `SELECT * FROM events_hourly x WHERE ${hourWhere.join(' AND ')}`,
