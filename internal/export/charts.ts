@@ -29,24 +29,10 @@
 //   `names` = [event name, ...breakdown values] ('' values are kept, unlike OpenPanel which
 //   drops empty labels, so names always has 1 + breakdowns entries when there is data).
 // - Empty buckets are 0. Values are exact numbers (no rounding) as in OpenPanel.
-// - Event counts (segment event) without filters, with no breakdown or one on `name` or a
-//   rolled-up column, read the hourly event rollups when every bucket boundary inside the
-//   period is a whole UTC hour (./rollups.ts); the answer is the raw one (tested both ways).
-// - property_sum / property_average / property_min / property_max of such a series (same
-//   conditions, a key of at most 200 bytes) read the hourly property rollups
-//   (./property-rollups.ts, sql/013): per hour, name, key and column value the count, numeric
-//   sum, min and max of the numeric values; averages are sum / count in numeric, which is
-//   PostgreSQL's avg(numeric). Same numbers, series and order as raw (tested both ways).
-// - user, session and user_average of such a series are exact (raw) while the period holds
-//   at most `exactVisitorsMax` events of the series (TIDEMARK_EXACT_VISITORS_MAX), else
-//   HyperLogLog estimates from the event sketches when the hll extension is installed
-//   (./sketches.ts: 99.7% of numbers within 3%; event counts and the series stay exact).
-//   one_event_per_user and group are always raw, as is every segment but `event` when filtered.
-// - Event counts FILTERED on one rolled-up column (and `name`), with no breakdown or one on
-//   `name` or that column, read that column's daily and hourly rollups (./column.ts); other
-//   event counts filtered on the cube's columns read the event cube (./cube.ts); same bucket
-//   conditions, same answers as raw (tested both ways). seriesRead maps the read planner's
-//   choice (internal/query/planner.ts) to these.
+// - Which series read rollups (event counts, property aggregates; distinct counts from sketches
+//   above TIDEMARK_EXACT_VISITORS_MAX events) is the read planner's choice (seriesRead,
+//   chartSketchPlan; docs/export.md). Rollup answers are the raw ones (tested both ways); the
+//   sketches' are within their documented bound. one_event_per_user and group are always raw.
 // - Series metrics as OpenPanel's format(): sum = sum of the data points (rounded to 2
 //   decimals); average = mean of the NON-ZERO data points (OpenPanel's average() skips
 //   zeros), 2 decimals, 0 when all are zero; min / max over all data points; count = the

@@ -15,13 +15,9 @@
 //   property_min / property_max                min of the mins / max of the maxes.
 // So the answers are the raw ones: the same numbers, series, order and tie-breaks.
 //
-// Eligible (else raw; the planner's event_properties entry, internal/query/planner.ts): a
-// property segment of a key of at most MAX_ROLLED_KEY_BYTES (200) bytes, no filters, no
-// breakdown or one on `name` or a rolled-up column, not the raw path, and every bucket boundary inside the window on a whole UTC hour: exactly when the
-// event-count rollups answer the same series' event counts (seriesRead of ./charts.ts).
-// A layered read without days (internal/query/layered.ts, one statement): rollup rows of the
-// whole UTC hours neither logged nor in event_properties_raw_hours for the key (hours with a
-// numeric text too long to roll up safely), raw events of those hours and of both edges.
+// Eligible: the planner's event_properties entry (internal/query/planner.ts). A layered read
+// without days (internal/query/layered.ts): the hours logged or listed in
+// event_properties_raw_hours for the key (a numeric text too long to roll up safely) read raw.
 import type { SqlParams } from '../query/filters';
 import type { ChartSegment } from './params';
 import { rawParts, unloggedRows, type Layers } from '../query/layered';

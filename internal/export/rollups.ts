@@ -1,27 +1,12 @@
-// Rollup-backed reads of the export API (sql/009_event_rollups.sql).
-//
-// The hourly event rollups hold exact event counts per (project, UTC hour of created_at):
-// events_hourly per event name and bot flag (every event), and events_<column>_hourly per
-// event name and value of one column (the events charts count: no bots, no session_start /
-// session_end). An hour whose events changed after its last refresh is listed in
-// rollup_invalidations until the refresh catches up (the worker logs it in the transaction
-// that inserts or deletes the events). So a count over [start, end) is a layered read
-// (internal/query/layered.ts, one statement): rollup rows of the whole UTC hours not in the
-// log, raw events of the logged hours and of the partial hours at either edge. It is exact as
-// long as every rolled-up hour lies inside one answer bucket: charts use the rollups only when
-// every bucket boundary inside the period is a whole UTC hour (zones with whole-hour offsets;
-// not Asia/Kolkata, not minute intervals). events_hourly serves unfiltered reads only: it
-// keeps no per-event data. Distinct counts (user, session, ...) are not additive over hours
-// (./sketches.ts). Callers can force the raw path ('raw') for reference.
-//
-// Charts also read the layers' days (sql/014_event_counts_daily.sql): a day listed complete in
-// event_counts_days, with no hour in the log, inside one chart bucket reads its
-// event_counts_daily rows instead of its ~24 hourly rows.
-//
-// Every event-count read is built here, once per shape: groupedSql (a chart series) and
-// totalCountSql (/export/events meta.totalCount). The planner's source picks the rows of each
-// layer (layerRows): events_hourly and event_counts_daily below, one column's rollups
-// (./column.ts) or the event cube (./cube.ts); the raw layers are the same for all.
+// Layered event-count reads of the export (internal/query/layered.ts, one statement each): a
+// chart series (groupedSql) and /export/events meta.totalCount (totalCountSql), built once per
+// shape. The planner's source (internal/query/planner.ts) gives the rows of each layer
+// (layerRows): events_hourly and event_counts_daily (sql/009, sql/014) below, one column's
+// rollups (./column.ts) or the event cube (./cube.ts). Complete local days inside one chart
+// bucket read daily rows, the other unlogged whole UTC hours hourly rows, the logged hours and
+// the partial hours at either edge raw events, the same for all. Exact as long as every
+// rolled-up hour lies inside one answer bucket (chartSpan, countHours). Distinct counts are not
+// additive over hours (./sketches.ts).
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';

@@ -1,47 +1,20 @@
-// Rollup-backed reads for unfiltered metrics, pages and breakdowns (sql/002_rollups.sql,
-// sql/008_rollup_pages.sql, sql/008_rollup_visitors.sql).
+// Rollup-backed reads of insights: metrics (with the series and unique visitors), pages and
+// breakdowns, over the source the read planner chose (internal/query/planner.ts), in layers
+// (internal/query/layered.ts): rollup rows of the hours not in rollup_invalidations and the raw
+// `sessions` (for pages, and their screen views) of the logged hours, in one statement (one
+// snapshot: the worker's commit and the refresh each change the rows and the log together),
+// grouped exactly as the raw path groups. docs/insights-decisions.md has the sources, when
+// each is taken and the measurements.
 //
-// The hourly rollups hold, per (project, UTC hour of the session start) and per dimension
-// value or page, the sums the insights numbers are made of (sessions, bounces, timed
-// sessions, their duration, screen views; per page: sessions, entries, entry bounces, timed
-// views, their duration, views (sql/023) and the latest titled view; bots excluded). An
-// hour whose sessions changed after its last refresh is listed in rollup_invalidations
-// until the refresh catches up, so a query reads
-//   rollup rows of the hours in [start, end) that are NOT in the log
-//   UNION ALL raw `sessions` rows (not bots; and their screen views for pages) that started
-//   in the hours that ARE in the log,
-// in one statement (one snapshot: the worker's commit and the refresh each change the
-// sessions/rollups and the log together), and then groups exactly as the raw path does.
+// Filters are compiled by internal/query/filters.ts against rollup rows seen with the
+// dimensions' column names (named()), so they test them exactly as they test `sessions`
+// (dimension columns are NOT NULL, '' when unknown, and the rollups keep '' as a value).
 //
-// Unique visitors are not additive. They are counted exactly from `sessions` (index-only
-// scan of sessions_visitors_idx) when the period has at most `exactVisitorsMax` sessions or
-// when the server has no hll extension; otherwise from the hourly HyperLogLog sketches of
-// rollup_visitors_hourly and their UTC day parts in rollup_visitors_dayparts (the log's
-// hours hashed on the fly), unioned per series bucket and for the total: relative standard error at most 1% (log2m 14; bias-corrected by
-// tm_visitors_estimate), exact up to 1280 distinct visitors per union (explicit list). The choice is made inside the statement,
-// from the period's session count the same statement sums (only the chosen branch runs).
-//
-// Filters on session dimensions: a query whose filters all name ONE dimension (and maybe
-// its parent: region/city and country, browser_version and browser, os_version and os)
-// reads that dimension's rollup, rollup_<dim>_hourly (value = the dimension, prefix = its
-// parent), with the filters compiled by internal/query/filters.ts on a view of its rows
-// whose columns carry the dimensions' names, and the raw tail with the same filters on
-// `sessions`: the same predicate on the same text (sessions' dimension columns are NOT NULL,
-// '' when unknown, and the rollup keeps '' as a value), so isNot / doesNotContain keep the
-// '' sessions on both paths. A breakdown takes that path when its filters name its own
-// dimension or its parent; metrics and the series when they name one dimension (and its
-// parent). Unique visitors of such metrics: exact under the same rule as unfiltered ones
-// (the period's sessions, filter or not, decide: that is what an exact count scans), else
-// unions of rollup_visitor_values_hourly (sql/010_rollup_visitor_values.sql), the sketches
-// per (hour, dimension, prefix, value), with the filters applied to their value and prefix.
-//
-// This holds only when every hour lies entirely inside one series bucket and inside or
-// outside the period: the read planner (internal/query/planner.ts) takes the rollups only
-// when the period bounds and every bucket start are whole UTC hours (all zones with
-// whole-hour offsets; not Asia/Kolkata), and only when a source of its catalogue keys every
-// filter (these rollups keep no per-event data and one dimension per row; the cube, pair
-// metrics and dimension pairs below keep more). Everything else, and any caller asking for
-// path 'raw', reads the raw rows.
+// Unique visitors are not additive: exact (count DISTINCT over `sessions`) up to `exactMax`
+// sessions in the period (filtered or not) or without the hll extension, else unions of
+// HyperLogLog sketches (unfiltered: rollup_visitors_hourly and its UTC day parts; filtered:
+// rollup_visitor_values_hourly; pair metrics: their own). The choice is made inside the
+// statement from the period's session count (only the chosen branch runs).
 import { DIMENSION_PREFIX, type SessionDimension } from '../model/event';
 import { compileAll, type IndexedFilter, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';

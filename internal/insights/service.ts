@@ -7,17 +7,11 @@
 //   in byte order (COLLATE "C"), so the order does not depend on the database locale.
 // - A page's title is the latest non-empty title among its counted views ('' if none).
 // - A project whose stored timezone Intl does not know is treated as UTC.
-// - Unfiltered metrics, pages and breakdowns over whole UTC hours read the hourly rollups plus
-//   the raw sessions (and views) of the hours not yet rolled up (rollups.ts, planFor); so do
-//   metrics filtered on one session dimension (and its parent) and breakdowns filtered on
-//   their own dimension or its parent, from that dimension's rollup; and breakdowns of a
-//   low-cardinality dimension filtered on others of them (device, country, referrer_name, ...:
-//   CUBE_DIMENSIONS), from the session cube. The answer is the same
-//   as the raw path's, which stays for everything else and can be forced (path: 'raw').
-// - unique_visitors on that path is exact up to `exactVisitorsMax` sessions in the period
-//   (TIDEMARK_EXACT_VISITORS_MAX; all its sessions, filtered or not) and, above it, a
-//   HyperLogLog estimate (standard error at most 1%, 99.7% within 3%) when the hll extension
-//   is installed; always exact without it and on the raw path.
+// - Metrics, pages and breakdowns read the rollups where the read planner finds a source
+//   (internal/query/planner.ts; ./rollups.ts), with the raw path's answer (which stays for
+//   everything else and can be forced: path 'raw'); unique_visitors there is exact up to
+//   TIDEMARK_EXACT_VISITORS_MAX sessions in the period, above it a HyperLogLog estimate (99.7%
+//   within 3%) when the hll extension is installed.
 // - Every insights transaction runs with JIT compilation off (see runInsightsQuery).
 import { NotFoundError } from '../http/errors';
 import { DIMENSION_PREFIX, SCREEN_VIEW, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
