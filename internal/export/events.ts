@@ -61,33 +61,11 @@ export interface ExportedEvent {
   title: string;
   profile?: ExportedProfile | null;
   meta?: { durationMs: number | null; isBot: boolean; botReason: string | null; receivedAt: string };
-  properties?: Record<string, unknown>;
-  groups?: string[];
-  country?: string;
-  region?: string;
-  city?: string;
-  latitude?: number | null;
-  longitude?: number | null;
-  device?: string;
-  browser?: string;
-  browserVersion?: string;
-  os?: string;
-  osVersion?: string;
-  brand?: string;
-  model?: string;
-  referrer?: string;
-  referrerName?: string;
-  referrerType?: string;
-  utmSource?: string;
-  utmMedium?: string;
-  utmCampaign?: string;
-  utmTerm?: string;
-  utmContent?: string;
-  /** Single columns named in `includes` (the meta group nests these under `meta`). */
-  receivedAt?: string;
-  durationMs?: number | null;
-  isBot?: boolean;
-  botReason?: string | null;
+  /**
+   * The single fields `includes` adds at the top level, by their field names (params.ts
+   * EXPORT_COLUMNS: properties, groups, country, browserVersion, receivedAt, ...; fieldValue()).
+   */
+  [field: string]: unknown;
 }
 
 export interface EventsPageMeta {
@@ -258,7 +236,7 @@ export function toExportedEvent(r: Row, includes: readonly ExportInclude[]): Exp
       receivedAt: iso(r.received_at),
     };
   }
-  const target = out as unknown as Record<string, unknown>;
+  const target = out as Record<string, unknown>;
   for (const f of flatFields(includes)) target[f] = fieldValue(f, r);
   return out;
 }
