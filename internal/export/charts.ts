@@ -149,14 +149,8 @@ function bucketsFor(startMs: number, endMs: number, interval: ChartInterval, tim
   return bucketStarts(startMs, endMs, interval, timezone);
 }
 
-interface Window {
-  start: Date;
-  end: Date;
-  buckets: Date[];
-}
-
 /** The period of equal length just before `current`. */
-function previousWindow(current: Window, params: ChartParams, interval: ChartInterval, timezone: string): Window {
+function previousWindow(current: ChartWindow, params: ChartParams, interval: ChartInterval, timezone: string): ChartWindow {
   const startMs = current.start.getTime();
   const endMs = current.end.getTime();
   let prevStart: number;
@@ -202,7 +196,7 @@ function breakdownExpr(name: string, p: SqlParams): string {
 
 interface SeriesQuery {
   projectId: string;
-  window: Window;
+  window: ChartWindow;
   item: ChartSeriesItem;
   filters: Filter[];
   breakdowns: { name: string }[];
@@ -452,7 +446,7 @@ export async function getChart(
 
     const period = resolvePeriod({ range: params.range, startDate: params.startDate, endDate: params.endDate }, timezone, now);
     const interval: ChartInterval = params.interval ?? period.granularity;
-    const current: Window = {
+    const current: ChartWindow = {
       start: period.start,
       end: period.end,
       buckets: interval === period.granularity ? period.buckets : bucketsFor(period.start.getTime(), period.end.getTime(), interval, timezone),
