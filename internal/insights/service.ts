@@ -81,10 +81,11 @@ interface QueryContext {
    * internal/query/planner.ts, decided once per query), or null for the raw rows.
    */
   source: ReadSource | null;
-  /** rollup_visitors_hourly exists (hll extension installed): metrics may use sketches. */
+  /**
+   * The visitor sketches of the source exist (hll extension installed): rollup_visitor_values_hourly
+   * (sql/010) for a dimension's rollup, rollup_visitors_hourly (sql/008) for the others.
+   */
   sketches: boolean;
-  /** rollup_visitor_values_hourly exists (sql/010): filtered metrics may use sketches. */
-  valueSketches: boolean;
 }
 
 /** Totals and one row per bucket (empty buckets as zeros). */
@@ -98,15 +99,8 @@ export async function getMetrics(
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
     const p = new SqlParams();
     const exactMax = exactVisitorsMaxOf(options);
-    const { source } = ctx;
-    // A dimension's rollup counts filtered visitors with per-value sketches (sql/010); the pair
-    // metrics with theirs (sql/018); the unfiltered rollups with the hourly ones (sql/008).
-    const sql = source
-      ? rollupMetricsSql(
-        scopeOf(ctx), ctx.period.buckets, p,
-        { exactMax, sketches: source.family === 'session_dimension' ? ctx.valueSketches : ctx.sketches },
-        source, ctx.filters.session,
-      )
+    const sql = ctx.source
+      ? rollupMetricsSql(scopeOf(ctx), ctx.period.buckets, p, { exactMax, sketches: ctx.sketches }, ctx.source, ctx.filters.session)
       : rawMetricsSql(ctx, p);
     const { rows } = await ctx.db.query<MetricsRow>(sql, p.values);
     const empty = metricValues(undefined);
@@ -374,8 +368,6 @@ async function runInsightsQuery<T>(
               to_regclass('rollup_visitor_values_hourly') IS NOT NULL AS value_sketches,
               to_regclass('rollup_session_pair_metrics_daily') IS NOT NULL AS pair_metrics`,
     );
-    const sketches = setup[0]?.sketches === true;
-    const valueSketches = setup[0]?.value_sketches === true;
     const timezone = await projectTimezone(db, projectId);
     await checkRegexes(db, params.filters);
     const period = resolvePeriod(params, timezone, now);
@@ -384,7 +376,8 @@ async function runInsightsQuery<T>(
     const source = planRead(insightsRequest(params.filters, target, {
       path: options.path, wholeHours: wholeHoursOf(period), hll: setup[0]?.pair_metrics === true,
     }));
+    const sketches = (source?.family === 'session_dimension' ? setup[0]?.value_sketches : setup[0]?.sketches) === true;
     const filters = splitFilters(params.filters);
-    return mapRegexErrors(() => query({ db, projectId, period, filters, source, sketches, valueSketches, ...page }));
+    return mapRegexErrors(() => query({ db, projectId, period, filters, source, sketches, ...page }));
   });
 }
