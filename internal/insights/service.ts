@@ -132,15 +132,10 @@ function rawMetricsSql(ctx: QueryContext, p: SqlParams): string {
     GROUP BY GROUPING SETS ((width_bucket(s.started_at, ${buckets}::timestamptz[])), ())`;
 }
 
-interface MetricsRow {
-  bucket: string | number | null;
-  sessions: string;
-  bounces: string;
-  timed_sessions: string;
-  duration_ms: string;
-  screen_views: string;
-  visitors: string;
-}
+/** The five session sums as metrics and breakdowns select them (bigint and numeric: text). */
+type SumsRow = Record<'sessions' | 'bounces' | 'timed_sessions' | 'duration_ms' | 'screen_views', string>;
+
+type MetricsRow = SumsRow & { bucket: string | number | null; visitors: string };
 
 function metricValues(row: MetricsRow | undefined): MetricValues {
   const sessions = toNumber(row?.sessions);
@@ -316,15 +311,7 @@ export async function getBreakdown(
   }, pageOf(params), dimension);
 }
 
-interface BreakdownSqlRow {
-  name: string;
-  prefix?: string;
-  sessions: string;
-  bounces: string;
-  timed_sessions: string;
-  duration_ms: string;
-  screen_views: string;
-}
+type BreakdownSqlRow = SumsRow & { name: string; prefix?: string };
 
 // ---------------------------------------------------------------------------------------
 
