@@ -29,24 +29,10 @@
 //   `names` = [event name, ...breakdown values] ('' values are kept, unlike OpenPanel which
 //   drops empty labels, so names always has 1 + breakdowns entries when there is data).
 // - Empty buckets are 0. Values are exact numbers (no rounding) as in OpenPanel.
-// - Event counts (segment event) without filters, with no breakdown or one on `name` or a
-//   rolled-up column, read the hourly event rollups when every bucket boundary inside the
-//   period is a whole UTC hour (./rollups.ts); the answer is the raw one (tested both ways).
-// - property_sum / property_average / property_min / property_max of such a series (same
-//   conditions, a key of at most 200 bytes) read the hourly property rollups
-//   (./property-rollups.ts, sql/013): per hour, name, key and column value the count, numeric
-//   sum, min and max of the numeric values; averages are sum / count in numeric, which is
-//   PostgreSQL's avg(numeric). Same numbers, series and order as raw (tested both ways).
-// - user, session and user_average of such a series are exact (raw) while the period holds
-//   at most `exactVisitorsMax` events of the series (TIDEMARK_EXACT_VISITORS_MAX), else
-//   HyperLogLog estimates from the event sketches when the hll extension is installed
-//   (./sketches.ts: 99.7% of numbers within 3%; event counts and the series stay exact).
-//   one_event_per_user and group are always raw, as is every segment but `event` when filtered.
-// - Event counts FILTERED on one rolled-up column (and `name`), with no breakdown or one on
-//   `name` or that column, read that column's daily and hourly rollups (./column.ts); other
-//   event counts filtered on the cube's columns read the event cube (./cube.ts); same bucket
-//   conditions, same answers as raw (tested both ways). seriesRead maps the read planner's
-//   choice (internal/query/planner.ts) to these.
+// - Which series read rollups (event counts, property aggregates; distinct counts from sketches
+//   above TIDEMARK_EXACT_VISITORS_MAX events) is the read planner's choice (seriesRead,
+//   chartSketchPlan; docs/export.md). Rollup answers are the raw ones (tested both ways); the
+//   sketches' are within their documented bound. one_event_per_user and group are always raw.
 // - Series metrics as OpenPanel's format(): sum = sum of the data points (rounded to 2
 //   decimals); average = mean of the NON-ZERO data points (OpenPanel's average() skips
 //   zeros), 2 decimals, 0 when all are zero; min / max over all data points; count = the
@@ -63,27 +49,16 @@
 // - Series ids follow OpenPanel: `<slug(name)>-<A|B|...>-<names joined by ->` (made unique
 //   with a `~n` suffix); event = {id: item id or A, B, ..., name, breakdowns?}.
 import { BadRequestError } from '../http/errors';
-import { RESERVED_EVENT_NAMES } from '../model/event';
-import { DEFAULT_STATEMENT_TIMEOUT_MS, withTimeout, type ConnectionSource, type Queryable } from '../query/db';
-import { compileAll, SqlParams } from '../query/filters';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, exactVisitorsMaxOf, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
+import { compileAll, indexed, SqlParams } from '../query/filters';
 import { PROPERTY_PREFIX, type Filter } from '../query/params';
-import {
-  addDays,
-  bucketStarts,
-  localDateOf,
-  resolvePeriod,
-  startOfDay,
-  wallClockMs,
-  type LocalDate,
-} from '../query/period';
-import type { ExportOptions } from './events';
+import { addDays, bucketStarts, daysBetween, localDateOf, resolvePeriod, startOfDay } from '../query/period';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
 import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
-import { chartRequest, chartSpan, groupedSql, layerRows, SEGMENT_TARGETS, type ChartWindow, type ExportPath } from './rollups';
+import { chartedWhere, chartRequest, chartSpan, groupedSql, layerRows, namesWhere, SEGMENT_TARGETS, type ChartWindow } from './rollups';
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
 import { propertyRollupGroupedSql, propertyRollupOf, type PropertyRollupPlan } from './property-rollups';
-import { planRead, type ReadSource } from '../query/planner';
-import { exactVisitorsMaxFrom } from '../config/config';
+import { planRead, type ReadPath, type ReadSource } from '../query/planner';
 import { checkChartShape, minMax, ResponseBudget, textBytes } from './budget';
 import { Slicer } from '../http/json';
 
@@ -161,14 +136,6 @@ const MINUTE = 60_000;
 const DAY = 86_400_000;
 const SLIDING = new Set(['30min', 'lastHour', 'last24h']);
 
-function minuteBuckets(startMs: number, endMs: number, timezone: string): Date[] {
-  const wall = wallClockMs(startMs, timezone);
-  const into = ((wall % MINUTE) + MINUTE) % MINUTE;
-  const out: Date[] = [];
-  for (let t = startMs - into; t < endMs; t += MINUTE) out.push(new Date(t));
-  return out;
-}
-
 /** Shortest length of one bucket of each interval (months and DST days are never shorter). */
 const MIN_BUCKET_MS: Record<ChartInterval, number> = { minute: MINUTE, hour: 3_600_000, day: 23 * 3_600_000, week: 7 * DAY - 3_600_000, month: 28 * DAY - 3_600_000 };
 
@@ -179,23 +146,11 @@ function bucketsFor(startMs: number, endMs: number, interval: ChartInterval, tim
     const message = `interval ${interval} gives more than ${MAX_BUCKETS} buckets for this period; use a coarser interval or a shorter period`;
     throw new BadRequestError(`interval: ${message}`, [{ path: ['interval'], message }]);
   }
-  return interval === 'minute' ? minuteBuckets(startMs, endMs, timezone) : bucketStarts(startMs, endMs, interval, timezone);
-}
-
-function dayNumber(d: LocalDate): number {
-  const x = new Date(0);
-  x.setUTCFullYear(d.year, d.month - 1, d.day);
-  return Math.round(x.getTime() / DAY);
-}
-
-interface Window {
-  start: Date;
-  end: Date;
-  buckets: Date[];
+  return bucketStarts(startMs, endMs, interval, timezone);
 }
 
 /** The period of equal length just before `current`. */
-function previousWindow(current: Window, params: ChartParams, interval: ChartInterval, timezone: string): Window {
+function previousWindow(current: ChartWindow, params: ChartParams, interval: ChartInterval, timezone: string): ChartWindow {
   const startMs = current.start.getTime();
   const endMs = current.end.getTime();
   let prevStart: number;
@@ -203,7 +158,7 @@ function previousWindow(current: Window, params: ChartParams, interval: ChartInt
     prevStart = startMs - (endMs - startMs);
   } else {
     const first = localDateOf(startMs, timezone);
-    const days = dayNumber(localDateOf(endMs, timezone)) - dayNumber(first);
+    const days = daysBetween(first, localDateOf(endMs, timezone));
     prevStart = startOfDay(addDays(first, -days), timezone);
   }
   return { start: new Date(prevStart), end: current.start, buckets: bucketsFor(prevStart, startMs, interval, timezone) };
@@ -241,7 +196,7 @@ function breakdownExpr(name: string, p: SqlParams): string {
 
 interface SeriesQuery {
   projectId: string;
-  window: Window;
+  window: ChartWindow;
   item: ChartSeriesItem;
   filters: Filter[];
   breakdowns: { name: string }[];
@@ -249,7 +204,7 @@ interface SeriesQuery {
   /** Breakdown value combinations to compute (previous period); null = the top `limit`. */
   combos: string[][] | null;
   /** 'raw' never reads the event rollups nor the sketches. */
-  path: ExportPath;
+  path: ReadPath;
   /** Distinct counts over more events of the series than this come from the sketches. */
   exactMax: number;
   /** The answer's budget (./budget.ts): the rows of each query count against it. */
@@ -272,11 +227,10 @@ function seriesWhere(q: SeriesQuery, p: SqlParams): { where: string; v: string }
     `s.project_id = ${p.add(q.projectId)}`,
     `s.created_at >= ${p.add(q.window.start.toISOString())}::timestamptz`,
     `s.created_at < ${p.add(q.window.end.toISOString())}::timestamptz`,
-    'NOT s.is_bot',
-    `s.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`,
+    ...chartedWhere('s', p),
+    ...namesWhere('s', item.name === '*' ? [] : [item.name], p),
   ];
-  if (item.name !== '*') conditions.push(`s.name = ${p.add(item.name)}`);
-  if (q.filters.length) conditions.push(compileAll(q.filters.map((filter, index) => ({ filter, index })), 's', p));
+  if (q.filters.length) conditions.push(compileAll(indexed(q.filters), 's', p));
   let v = 'NULL';
   if (PROPERTY_SEGMENTS.has(item.segment)) {
     const key = p.add(propertyKey(item.property ?? ''));
@@ -305,7 +259,7 @@ export function seriesRead(
   item: Pick<ChartSeriesItem, 'segment' | 'property'>,
   filters: readonly Filter[],
   breakdowns: readonly { name: string }[],
-  path: ExportPath,
+  path: ReadPath,
 ): SeriesRead {
   const target = SEGMENT_TARGETS[item.segment];
   const span = chartSpan(window);
@@ -338,6 +292,7 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
   const b = breakdowns.map((_, i) => `b${i}`);
   const { where, v } = seriesWhere(q, p);
   const bExprs = breakdowns.map((bd) => breakdownExpr(bd.name, p));
+  const bSelect = bExprs.map((e, i) => `, ${e} AS b${i}`).join('');
   if (sketch) {
     return sketchSeriesSql(sketch, {
       projectId: q.projectId, name: item.name, segment: item.segment, window: q.window,
@@ -354,7 +309,6 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
   };
 
   if (!TWO_PASS.has(item.segment)) {
-    const bSelect = bExprs.map((e, i) => `, ${e} AS b${i}`).join('');
     const read = seriesRead(q.window, item, q.filters, breakdowns, q.path);
     const layer = { projectId: q.projectId, name: item.name, window: q.window, rawWhere: where, rawValue: bExprs[0] ?? null };
     let grouped: string;
@@ -380,7 +334,6 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
       FROM g JOIN top ON ${b.map((c) => `g.${c} = top.${c}`).join(' AND ')}`;
   }
 
-  const bSelect = bExprs.map((e, i) => `, ${e} AS b${i}`).join('');
   const ev = `SELECT s.created_at, s.id, s.profile_id, s.groups${bSelect} FROM events s WHERE ${where}`;
   let top = '';
   let src = 'SELECT ev.*, 1 AS rk FROM ev';
@@ -471,12 +424,6 @@ async function querySeries(db: Queryable, q: SeriesQuery): Promise<SeriesResult>
 
 const ALPHA = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
 
-let envExactVisitorsMax: number | undefined;
-function defaultExactVisitorsMax(): number {
-  envExactVisitorsMax ??= exactVisitorsMaxFrom(process.env);
-  return envExactVisitorsMax;
-}
-
 function slug(s: string): string {
   return s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '') || 'all';
 }
@@ -487,10 +434,10 @@ export async function getChart(
   projectId: string,
   params: ChartParams,
   now: Date = new Date(),
-  options: ExportOptions = {},
+  options: ReadOptions = {},
 ): Promise<ChartResponse> {
   const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
-  const exactMax = options.exactVisitorsMax ?? defaultExactVisitorsMax();
+  const exactMax = exactVisitorsMaxOf(options);
   return withTimeout(pool, timeoutMs, async (db) => {
     await withoutJit(db);
     const timezone = await projectTimezone(db, projectId);
@@ -499,7 +446,7 @@ export async function getChart(
 
     const period = resolvePeriod({ range: params.range, startDate: params.startDate, endDate: params.endDate }, timezone, now);
     const interval: ChartInterval = params.interval ?? period.granularity;
-    const current: Window = {
+    const current: ChartWindow = {
       start: period.start,
       end: period.end,
       buckets: interval === period.granularity ? period.buckets : bucketsFor(period.start.getTime(), period.end.getTime(), interval, timezone),

@@ -1,28 +1,15 @@
-// Filtered export reads over the event cube (sql/015_event_cube.sql).
-//
-// The per-column event rollups (./rollups.ts) keep one column per row, so a chart or a
-// totalCount FILTERED on a column (e.g. events per country where device = mobile) read every
-// raw event of the period. The cube keeps event counts per hour and combination of the nine
-// low-cardinality columns (CUBE_DIMENSIONS, the session cube's list), with the event name and
-// bot flag; and per complete local day, per pair of those columns (sql/015) and per full
-// combination (sql/017_event_cube_daily.sql). So when every filter names a cube column (or
-// `name`) and the breakdown is one of them, `name` or none:
-//   - complete local days (event_cube_days, no hour logged; for charts inside one bucket)
-//     read one pair's daily rows when the filters and breakdown name at most two columns,
-//     else the day's full-combination rows (event_cube_daily: the same days, ~4 times fewer
-//     rows than their hours on the bench data);
-//   - the other whole hours not logged read their hourly cube rows (an index probe per hour);
-//   - logged hours and the partial hours at either edge read raw events, as everywhere.
-// The filters are compiled once per layer against rows whose columns carry the events' own
-// names, so they test the cube rows exactly as they test events. (The session cube of insights,
-// sql/012 and sql/016, is built the same way.) Charts filtered on ONE column (with a breakdown
-// of none, `name` or that column) read that column's own rollups instead (./column.ts: fewer
-// rows); the cube serves the rest.
+// Event counts filtered on the event cube's columns (sql/015_event_cube.sql, sql/017): hourly
+// rows per event name, bot flag and combination of the nine CUBE_DIMENSIONS; per complete
+// local day, rows per pair of columns and per full combination. A read whose filters and
+// breakdown name at most two columns takes one pair's daily rows, else the full-combination
+// ones; the other unlogged hours their hourly rows; logged and edge hours raw (./rollups.ts).
+// The filters are compiled against rows whose columns carry the events' own names, so they
+// test them exactly as events. Reads filtered on ONE column take that column's rollups
+// instead (./column.ts). docs/export.md, "Filtered counts: the event cube".
 import { cubePair, type CubeDimension, type CubePair } from '../query/planner';
-import { RESERVED_EVENT_NAMES } from '../model/event';
-import { compileAll, type SqlParams } from '../query/filters';
+import { compileAll, indexed, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import type { LayerRows, RowQuery } from './rollups';
+import { chartedWhere, namesWhere, type LayerRows, type RowQuery } from './rollups';
 
 /** How a filtered read uses the cube. */
 export interface CubePlan {
@@ -49,16 +36,10 @@ export function cubePlanOf(filters: readonly Filter[], breakdown: string | undef
   return { pair: cubePair(named), value: breakdown === undefined ? null : `r.${breakdown}` };
 }
 
+/** A chart's charted events, a totalCount's (`every`) every event; of the names asked for. */
 function rowConditions(q: RowQuery, p: SqlParams): string[] {
-  const c: string[] = [];
-  // Charts count no bots, no session_start / session_end; a totalCount (`every`) every event.
-  if (!q.every) c.push('NOT x.is_bot', `x.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`);
-  if (q.names.length === 1) c.push(`x.name = ${p.add(q.names[0])}`);
-  else if (q.names.length > 1) c.push(`x.name = ANY(${p.add([...q.names])}::text[])`);
-  return c;
+  return [...(q.every ? [] : chartedWhere('x', p)), ...namesWhere('x', q.names, p)];
 }
-
-const indexed = (filters: readonly Filter[]) => filters.map((filter, index) => ({ filter, index }));
 
 /** The hourly cube rows of hour `hrs.h` that pass the filters (columns: the cube's own). */
 function hourSql(q: RowQuery, p: SqlParams): string {

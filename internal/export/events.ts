@@ -1,62 +1,24 @@
 // GET /export/events: raw events of a project, newest first, a page at a time (JSON) or all
-// of them as a stream of NDJSON lines.
+// of them as a stream of NDJSON lines. docs/export.md has the parameters, the fields each
+// include adds and the paging rules. Rows carry `title` beside the base fields (a stored
+// field no include group names: leaving it out would lose data in a raw export).
 //
-// Decisions (the issue and OpenPanel's export controller leave these open):
-// - Rows: every stored event of the project, including the service's own session_start /
-//   session_end rows (they are events the service emitted; `event=` filters them out like
-//   any name) and bots (flagged by meta.isBot). Charts and insights exclude both.
-// - `start` / `end`: a YYYY-MM-DD date is a day in the project's timezone (`start` = first
-//   instant of that day, `end` = through the end of that day). A date-time with `Z` or an
-//   offset is that instant; without one it is wall-clock time in the project's timezone.
-//   A date-time `end` is inclusive. start after end: 400. Without them: all time.
-// - `filters` are the insights filters, evaluated on each event's own columns (events
-//   carry their own referrer/UTM/geo/device values); `event` and `profileId` add to them.
-// - Order: created_at DESC, id DESC. Event `createdAt` is ISO 8601 with milliseconds.
-// - Each event has the base fields id, name, deviceId, profileId, sessionId, projectId,
-//   createdAt, path, origin, and also `title` (the page title is a stored field that no
-//   include group names; dropping it would lose data in a raw export). `includes` adds:
-//   profile -> `profile` {id, firstName, lastName, email, properties, groups} or null when
-//   no profile row exists; meta -> `meta` {durationMs, isBot, botReason, receivedAt};
-//   properties -> `properties`, `groups`; geo -> country, region, city, latitude,
-//   longitude; device -> device, browser, browserVersion, os, osVersion, brand, model;
-//   referrer -> referrer, referrerName, referrerType, utmSource, utmMedium, utmCampaign,
-//   utmTerm, utmContent. (profile and meta are nested objects as in OpenPanel's event
-//   list; the other groups are top-level fields, also as in OpenPanel.) `includes` also
-//   takes any single event column, by its column or its field name (`region`, `city`,
-//   `groups`, `os_version` or `osVersion`, `received_at` or `receivedAt`, ...): that field
-//   is added at the top level (params.ts EXPORT_COLUMNS). `device`, `referrer` and
-//   `properties` name their group, which holds the column of the same name.
+// Pagination: a walk is anchored at the newest matching (created_at, id) when it starts, so
+// later events never shift its pages; totalCount counts the events at or before the anchor
+// (from the rollups where the planner finds a source: countAtOrBefore). `cursor` (opaque:
+// anchor, last row, page, totalCount and a fingerprint of the query) continues by keyset,
+// (created_at, id) < last row, at constant cost, carrying totalCount; `page=N` without a
+// cursor reads with OFFSET below an anchor taken now. A cursor used with a different query
+// (project, event, profileId, start, end, filters, limit) is a 400.
 //
-// Pagination (`page`, `limit`, `cursor`):
-// - A walk over the pages is anchored: the newest matching (created_at, id) when the walk
-//   starts is its snapshot boundary, so events that arrive later never shift the pages.
-// - Every page answers meta {count, totalCount, pages, current, cursor}. totalCount is
-//   the number of matching events at or before the anchor; pages = ceil(totalCount/limit).
-//   Without profileId and filters it is summed from the hourly event rollups plus raw counts
-//   of the partial edge hours and of the hours changed since the last refresh (./rollups.ts):
-//   the same number, at a cost that follows the hours, not the events.
-// - `cursor` (opaque: anchor, last row of the page, page number, totalCount, and a
-//   fingerprint of the query) asks for the next page by keyset: (created_at, id) < last
-//   row. Any depth costs the same (an index range scan of `limit` rows) and totalCount is
-//   carried in the cursor instead of being counted again. It is null on the last page.
-//   A cursor used with a different query (project, event, profileId, start, end, filters,
-//   limit) is a 400; `page` next to a cursor must be the page the cursor continues with.
-// - `page=N` without a cursor (OpenPanel's only way) takes the anchor at request time and
-//   reads with OFFSET (N-1)*limit below it: correct, but its cost grows with N. That page's
-//   `cursor` continues the walk by keyset from there. Past the last page: empty data.
-// - The anchor excludes newer events; an event that arrives late with an older
-//   created_at than the current position can still appear on a later page (it was not
-//   stored when the walk began), and totalCount does not include it.
-//
-// NDJSON (`format=ndjson`): every matching event (no pagination; page/limit/cursor are
-// ignored), one JSON object per line, same shape and order, read with a server-side cursor
-// in batches over one read-only transaction (one snapshot), so memory stays at one batch.
+// NDJSON: every matching event, same shape and order, read with a server-side cursor in
+// batches over one read-only transaction (one snapshot), so memory stays at one batch.
 import { createHash } from 'node:crypto';
 import Cursor from 'pg-cursor';
 import { BadRequestError } from '../http/errors';
-import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_QUERY_CANCELED, pgErrorCode, withTimeout, type ConnectionSource, type Queryable } from '../query/db';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_QUERY_CANCELED, pgErrorCode, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
 import { QueryTimeoutError } from '../query/errors';
-import { compileAll, SqlParams } from '../query/filters';
+import { compileAll, indexed, SqlParams } from '../query/filters';
 import { addDays, instantOfWallClock, parseLocalDate, startOfDay } from '../query/period';
 import {
   encodeCursor,
@@ -70,22 +32,12 @@ import {
   type TimeBound,
 } from './params';
 import { checkRegexes, mapRegexErrors, projectTimezone, TS_TEXT, withoutJit } from '../query/lookups';
-import { countHours, layerRows, totalCountSql, type ExportPath } from './rollups';
-import { planRead } from '../query/planner';
+import { countHours, layerRows, totalCountSql } from './rollups';
+import { planRead, type ReadPath } from '../query/planner';
 import { NDJSON_BATCH_BYTES, ResponseBudget } from './budget';
 
-export interface ExportOptions {
-  /** Statement timeout of every query, ms (default 5000). */
-  statementTimeoutMs?: number;
-  /** 'raw' never reads the event rollups nor the sketches (the reference path, for tests); default 'auto'. */
-  path?: ExportPath;
-  /**
-   * /export/charts user, session and user_average count exactly when the period holds at
-   * most this many events of the series, else from HyperLogLog sketches if the hll
-   * extension is installed (./sketches.ts). Default: TIDEMARK_EXACT_VISITORS_MAX.
-   */
-  exactVisitorsMax?: number;
-}
+/** Path 'raw' never reads the event rollups nor the sketches; exactVisitorsMax: the charts' distinct counts (./sketches.ts). */
+export type ExportOptions = ReadOptions;
 
 export interface ExportedProfile {
   id: string;
@@ -109,33 +61,11 @@ export interface ExportedEvent {
   title: string;
   profile?: ExportedProfile | null;
   meta?: { durationMs: number | null; isBot: boolean; botReason: string | null; receivedAt: string };
-  properties?: Record<string, unknown>;
-  groups?: string[];
-  country?: string;
-  region?: string;
-  city?: string;
-  latitude?: number | null;
-  longitude?: number | null;
-  device?: string;
-  browser?: string;
-  browserVersion?: string;
-  os?: string;
-  osVersion?: string;
-  brand?: string;
-  model?: string;
-  referrer?: string;
-  referrerName?: string;
-  referrerType?: string;
-  utmSource?: string;
-  utmMedium?: string;
-  utmCampaign?: string;
-  utmTerm?: string;
-  utmContent?: string;
-  /** Single columns named in `includes` (the meta group nests these under `meta`). */
-  receivedAt?: string;
-  durationMs?: number | null;
-  isBot?: boolean;
-  botReason?: string | null;
+  /**
+   * The single fields `includes` adds at the top level, by their field names (params.ts
+   * EXPORT_COLUMNS: properties, groups, country, browserVersion, receivedAt, ...; fieldValue()).
+   */
+  [field: string]: unknown;
 }
 
 export interface EventsPageMeta {
@@ -202,7 +132,7 @@ function whereSql(q: EventQuery, p: SqlParams): string {
   if (q.end) c.push(`e.created_at ${q.end.inclusive ? '<=' : '<'} ${p.add(q.end.iso)}::timestamptz`);
   if (q.events.length) c.push(`e.name = ANY(${p.add(q.events)}::text[])`);
   if (q.profileId !== undefined) c.push(`e.profile_id = ${p.add(q.profileId)}`);
-  if (q.params.filters.length) c.push(compileAll(q.params.filters.map((filter, index) => ({ filter, index })), 'e', p));
+  if (q.params.filters.length) c.push(compileAll(indexed(q.params.filters), 'e', p));
   return c.join('\n  AND ');
 }
 
@@ -306,7 +236,7 @@ export function toExportedEvent(r: Row, includes: readonly ExportInclude[]): Exp
       receivedAt: iso(r.received_at),
     };
   }
-  const target = out as unknown as Record<string, unknown>;
+  const target = out as Record<string, unknown>;
   for (const f of flatFields(includes)) target[f] = fieldValue(f, r);
   return out;
 }
@@ -371,7 +301,7 @@ async function pageAfterCursor(db: Queryable, q: EventQuery, cursor: ExportCurso
   return page(rows, cursor.page + 1, cursor.total, cursor.anchor, fingerprint, q.params);
 }
 
-async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string, path: ExportPath = 'auto'): Promise<EventsPage> {
+async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string, path: ReadPath = 'auto'): Promise<EventsPage> {
   const { limit, includes } = q.params;
   const current = q.params.page ?? 1;
   // The anchor: the newest matching event now.
@@ -410,7 +340,7 @@ async function countAtOrBefore(
   q: EventQuery,
   anchor: KeysetPosition,
   atOrBefore: (p: SqlParams) => string,
-  path: ExportPath = 'auto',
+  path: ReadPath = 'auto',
 ): Promise<number> {
   const { filters } = q.params;
   // One column (a cube column too): its rows are far fewer than the cube's (bench data, 10M:

@@ -3,7 +3,8 @@
 // into typed params or a BadRequestError whose issues name every offending parameter.
 //
 // Reused from internal/query/params: the filter schema (same names, operators and 400s as
-// insights), the YYYY-MM-DD date schema and the period schema (range/startDate/endDate).
+// insights), the YYYY-MM-DD date schema, the period schema (range/startDate/endDate) and the
+// JSON, integer and NUL checks of a parameter.
 import { z } from 'zod';
 import { BadRequestError, type Issue } from '../http/errors';
 import { RESERVED_EVENT_NAMES } from '../model/event';
@@ -12,8 +13,12 @@ import {
   filterSchema,
   filtersParamSchema,
   isFilterName,
+  jsonParam,
   MAX_FILTERS,
+  noNul,
   periodParamsSchema,
+  pickParams,
+  positiveIntSchema as positiveInt,
   PROPERTY_PREFIX,
   type Filter,
   type Range,
@@ -36,25 +41,13 @@ export function multiValues(query: URLSearchParams, name: string): string[] {
     .filter((v) => v.length > 0);
 }
 
-const noNul = (s: string) => !s.includes('\u0000');
-
-function positiveInt(max: number, what: string) {
-  return z
-    .string()
-    .regex(/^\d+$/, 'Expected a positive integer')
-    .transform(Number)
-    .pipe(z.number().min(1, `${what} starts at 1`).max(max, `${what} must be at most ${max}`)); // digits: an integer; one issue when huge
-}
-
 function throwIssues(issues: Issue[]): never {
   const first = issues[0]!;
   const where = first.path.length ? `${first.path.join('.')}: ` : '';
   throw new BadRequestError(`${where}${first.message}`, issues);
 }
 
-function zodIssues(err: z.ZodError, prefix: string[] = []): Issue[] {
-  return err.issues.map((i) => ({ path: [...prefix, ...i.path.map(String)], message: i.message }));
-}
+const zodIssues = (err: z.ZodError): Issue[] => BadRequestError.fromZod(err).issues;
 
 // ---------------------------------------------------------------------------------------
 // GET /export/events
@@ -248,15 +241,11 @@ export interface EventsParams {
 
 /** Parses the /export/events query; throws BadRequestError naming every bad parameter. */
 export function parseEventsParams(query: URLSearchParams): EventsParams {
-  const raw: Record<string, unknown> = {
+  const r = eventsSchema.safeParse({
+    ...pickParams(query, ['projectId', 'project_id', 'profileId', 'start', 'end', 'page', 'limit', 'filters', 'cursor', 'format']),
     event: multiValues(query, 'event'),
     includes: multiValues(query, 'includes'),
-  };
-  for (const name of ['projectId', 'project_id', 'profileId', 'start', 'end', 'page', 'limit', 'filters', 'cursor', 'format']) {
-    const v = query.get(name);
-    if (v !== null) raw[name] = v;
-  }
-  const r = eventsSchema.safeParse(raw);
+  });
   const issues: Issue[] = r.success ? [] : zodIssues(r.error);
   const projectId = query.get('projectId') || undefined;
   const projectIdAlt = query.get('project_id') || undefined;
@@ -349,28 +338,16 @@ export function propertyKey(property: string): string {
   return property.startsWith(PROPERTY_PREFIX) ? property.slice(PROPERTY_PREFIX.length) : property;
 }
 
-function jsonParam<S extends z.ZodType>(schema: S, what: string) {
-  return z
-    .string()
-    .transform((text, ctx): unknown => {
-      try {
-        return JSON.parse(text);
-      } catch {
-        ctx.addIssue({ code: 'custom', message: `Expected a JSON-encoded ${what}` });
-        return z.NEVER;
-      }
-    })
-    .pipe(schema);
-}
-
 export const breakdownSchema = z.object({
   name: z.string().refine(isFilterName, { message: 'Unknown breakdown; use a filterable column or properties.<key>' }).refine(noNul, 'Must not contain NUL characters'),
 });
 
 /** The /export/charts query besides range/startDate/endDate (periodParamsSchema), for the OpenAPI document. */
+const seriesListSchema = jsonParam(z.array(seriesItemSchema).min(1, 'At least one series item is required').max(MAX_SERIES, `At most ${MAX_SERIES} series items`), 'array of series items');
+
 export const chartSchema = z.object({
-  series: jsonParam(z.array(seriesItemSchema).min(1, 'At least one series item is required').max(MAX_SERIES, `At most ${MAX_SERIES} series items`), 'array of series items').optional(),
-  events: jsonParam(z.array(seriesItemSchema).min(1, 'At least one series item is required').max(MAX_SERIES, `At most ${MAX_SERIES} series items`), 'array of series items').optional(),
+  series: seriesListSchema.optional(),
+  events: seriesListSchema.optional(),
   breakdowns: jsonParam(z.array(breakdownSchema).max(MAX_BREAKDOWNS, `At most ${MAX_BREAKDOWNS} breakdowns`), 'array of breakdowns').default([]),
   interval: z.enum(CHART_INTERVALS, { message: `Expected one of ${CHART_INTERVALS.join(', ')}` }).optional(),
   previous: z.enum(['true', 'false', '1', '0'], { message: 'Expected true or false' }).transform((v) => v === 'true' || v === '1').default(false),
@@ -396,18 +373,8 @@ export interface ChartParams {
 
 /** Parses the /export/charts query; throws BadRequestError naming every bad parameter. */
 export function parseChartParams(query: URLSearchParams): ChartParams {
-  const raw: Record<string, string> = {};
-  for (const name of ['series', 'events', 'breakdowns', 'interval', 'previous', 'limit', 'filters']) {
-    const v = query.get(name);
-    if (v !== null) raw[name] = v;
-  }
-  const period: Record<string, string> = {};
-  for (const name of ['startDate', 'endDate', 'range']) {
-    const v = query.get(name);
-    if (v !== null) period[name] = v;
-  }
-  const r = chartSchema.safeParse(raw);
-  const p = periodParamsSchema.safeParse(period);
+  const r = chartSchema.safeParse(pickParams(query, ['series', 'events', 'breakdowns', 'interval', 'previous', 'limit', 'filters']));
+  const p = periodParamsSchema.safeParse(pickParams(query, ['startDate', 'endDate', 'range']));
   const issues: Issue[] = [...(r.success ? [] : zodIssues(r.error)), ...(p.success ? [] : zodIssues(p.error))];
   if (r.success && !r.data.series && !r.data.events) {
     issues.push({ path: ['series'], message: 'series (or events) is required: a JSON array of {name, segment, filters, property}' });

@@ -15,17 +15,13 @@
 //   property_min / property_max                min of the mins / max of the maxes.
 // So the answers are the raw ones: the same numbers, series, order and tie-breaks.
 //
-// Eligible (else raw; the planner's event_properties entry, internal/query/planner.ts): a
-// property segment of a key of at most MAX_ROLLED_KEY_BYTES (200) bytes, no filters, no
-// breakdown or one on `name` or a rolled-up column, not the raw path, and every bucket boundary inside the window on a whole UTC hour: exactly when the
-// event-count rollups answer the same series' event counts (seriesRead of ./charts.ts).
-// A layered read without days (internal/query/layered.ts, one statement): rollup rows of the
-// whole UTC hours neither logged nor in event_properties_raw_hours for the key (hours with a
-// numeric text too long to roll up safely), raw events of those hours and of both edges.
+// Eligible: the planner's event_properties entry (internal/query/planner.ts). A layered read
+// without days (internal/query/layered.ts): the hours logged or listed in
+// event_properties_raw_hours for the key (a numeric text too long to roll up safely) read raw.
 import type { SqlParams } from '../query/filters';
 import type { ChartSegment } from './params';
-import { layerCtes, rawParts, unionAll, unloggedRows, type Layers } from '../query/layered';
-import type { ChartWindow } from './rollups';
+import { rawParts, unloggedRows, type Layers } from '../query/layered';
+import { chartBounds, seriesOfParts, type ChartWindow } from './rollups';
 
 export interface PropertyRollupPlan {
   /** Whole UTC hours inside the window (both ends set). */
@@ -81,9 +77,7 @@ export function propertyRollupGroupedSql(plan: PropertyRollupPlan, opts: Propert
   if (!combine) throw new Error(`not a property segment: ${opts.segment}`);
   const project = p.add(opts.projectId);
   const key = `${p.add(plan.key)}::text`;
-  const from = `${p.add(plan.span.from.toISOString())}::timestamptz`;
-  const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
-  const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
+  const { from, to, starts, head, tail } = chartBounds(plan.span, opts.window, p);
   const b = plan.value !== null;
   // The layers (internal/query/layered.ts), no days: the hours logged or listed in
   // event_properties_raw_hours for the key (a numeric text too long to roll up safely) read raw.
@@ -97,19 +91,11 @@ export function propertyRollupGroupedSql(plan: PropertyRollupPlan, opts: Propert
   const rawPart = (rows: string) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*), sum(x.v), min(x.v), max(x.v)
         FROM ${rows}
         GROUP BY ${b ? '1, 2' : '1'}`;
-  const parts = [
+  return seriesOfParts(layers, b, combine, [
     `SELECT width_bucket(r.bucket, ${starts}) AS bucket${b ? `, ${plan.value} AS b0` : ''}, r.count AS n, r.sum AS s, r.min AS mn, r.max AS mx
         FROM ${unloggedRows(layers, 'event_properties_hourly', rollupWhere)}`,
     ...rawParts(layers, {
-      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${opts.rawNumber} AS v`, table: 'events s', where: opts.rawWhere, time: 's.created_at',
-      head: plan.span.from.getTime() > opts.window.start.getTime(), tail: plan.span.to.getTime() < opts.window.end.getTime(),
+      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${opts.rawNumber} AS v`, table: 'events s', where: opts.rawWhere, time: 's.created_at', head, tail,
     }, rawPart),
-  ];
-  const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
-  return `WITH ${layerCtes(layers)},
-      parts AS (
-        ${unionAll(parts)}
-      )
-      SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, (${combine})::text AS value
-      FROM parts GROUP BY GROUPING SETS (${sets})`;
+  ]);
 }

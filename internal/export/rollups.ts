@@ -1,38 +1,20 @@
-// Rollup-backed reads of the export API (sql/009_event_rollups.sql).
-//
-// The hourly event rollups hold exact event counts per (project, UTC hour of created_at):
-// events_hourly per event name and bot flag (every event), and events_<column>_hourly per
-// event name and value of one column (the events charts count: no bots, no session_start /
-// session_end). An hour whose events changed after its last refresh is listed in
-// rollup_invalidations until the refresh catches up (the worker logs it in the transaction
-// that inserts or deletes the events). So a count over [start, end) is a layered read
-// (internal/query/layered.ts, one statement): rollup rows of the whole UTC hours not in the
-// log, raw events of the logged hours and of the partial hours at either edge. It is exact as
-// long as every rolled-up hour lies inside one answer bucket: charts use the rollups only when
-// every bucket boundary inside the period is a whole UTC hour (zones with whole-hour offsets;
-// not Asia/Kolkata, not minute intervals). events_hourly serves unfiltered reads only: it
-// keeps no per-event data. Distinct counts (user, session, ...) are not additive over hours
-// (./sketches.ts). Callers can force the raw path ('raw') for reference.
-//
-// Charts also read the layers' days (sql/014_event_counts_daily.sql): a day listed complete in
-// event_counts_days, with no hour in the log, inside one chart bucket reads its
-// event_counts_daily rows instead of its ~24 hourly rows.
-//
-// Every event-count read is built here, once per shape: groupedSql (a chart series) and
-// totalCountSql (/export/events meta.totalCount). The planner's source picks the rows of each
-// layer (layerRows): events_hourly and event_counts_daily below, one column's rollups
-// (./column.ts) or the event cube (./cube.ts); the raw layers are the same for all.
+// Layered event-count reads of the export (internal/query/layered.ts, one statement each): a
+// chart series (groupedSql) and /export/events meta.totalCount (totalCountSql), built once per
+// shape. The planner's source (internal/query/planner.ts) gives the rows of each layer
+// (layerRows): events_hourly and event_counts_daily (sql/009, sql/014) below, one column's
+// rollups (./column.ts) or the event cube (./cube.ts). Complete local days inside one chart
+// bucket read daily rows, the other unlogged whole UTC hours hourly rows, the logged hours and
+// the partial hours at either edge raw events, the same for all. Exact as long as every
+// rolled-up hour lies inside one answer bucket (chartSpan, countHours). Distinct counts are not
+// additive over hours (./sketches.ts).
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import { EVENT_ROLLUP_DIMENSIONS, type ReadRequest, type ReadSource, type ReadTarget } from '../query/planner';
+import { EVENT_ROLLUP_DIMENSIONS, type ReadPath, type ReadRequest, type ReadSource, type ReadTarget } from '../query/planner';
 import type { ChartSegment } from './params';
 import { edges, layerCtes, perRow, rawParts, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
 import { columnPlanOf, columnRows } from './column';
 import { cubePlanOf, cubeRows } from './cube';
-
-/** What a caller may ask for: 'auto' uses the rollups where they are exact; 'raw' never. */
-export type ExportPath = 'auto' | 'raw';
 
 export const HOUR_MS = 3_600_000;
 
@@ -110,7 +92,7 @@ export function chartRequest(
   target: ReadTarget,
   filters: readonly Filter[],
   breakdowns: readonly { name: string }[],
-  path: ExportPath,
+  path: ReadPath,
   propertyKey?: string,
 ): ReadRequest {
   return {
@@ -149,6 +131,17 @@ export interface LayerRows {
   value: string | null;
 }
 
+/** Rows (alias `alias`) of the event names `names` (none: every name). */
+export function namesWhere(alias: string, names: readonly string[], p: SqlParams): string[] {
+  if (names.length === 0) return [];
+  return [names.length === 1 ? `${alias}.name = ${p.add(names[0])}` : `${alias}.name = ANY(${p.add([...names])}::text[])`];
+}
+
+/** The events charts count (alias `alias`): no bots, no session_start / session_end. */
+export function chartedWhere(alias: string, p: SqlParams): string[] {
+  return [`NOT ${alias}.is_bot`, `${alias}.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`];
+}
+
 /**
  * The rows the planner's source (internal/query/planner.ts) keeps for `q`: events_hourly and
  * event_counts_daily (below), one column's rollups (./column.ts) or the event cube (./cube.ts).
@@ -160,16 +153,11 @@ export function layerRows(source: ReadSource, q: RowQuery, p: SqlParams): LayerR
   // events_hourly: per hour, name and bot flag, every event; no filters (the planner's entry).
   if (q.every) {
     // No daily layer holds every event: the unlogged hours are read flat.
-    return { hours: { flat: 'events_hourly', where: q.names.length ? [`r.name = ANY(${p.add([...q.names])}::text[])`] : [] }, value: null };
+    return { hours: { flat: 'events_hourly', where: namesWhere('r', q.names, p) }, value: null };
   }
-  const hourWhere = [`x.project_id = ${q.project}`, 'x.bucket = hrs.h', 'NOT x.is_bot', `x.name <> ALL(${p.add([...RESERVED_EVENT_NAMES])}::text[])`];
+  const hourWhere = [`x.project_id = ${q.project}`, 'x.bucket = hrs.h', ...chartedWhere('x', p), ...namesWhere('x', q.names, p)];
   // event_counts_daily of dimension '': only charted events by construction (sql/014).
-  const dayWhere = [`x.project_id = ${q.project}`, `x.dimension = ${p.add('')}`, 'x.bucket = days.lo'];
-  if (q.names.length) {
-    const name = p.add(q.names[0]);
-    hourWhere.push(`x.name = ${name}`);
-    dayWhere.push(`x.name = ${name}`);
-  }
+  const dayWhere = [`x.project_id = ${q.project}`, `x.dimension = ${p.add('')}`, 'x.bucket = days.lo', ...namesWhere('x', q.names, p)];
   return {
     days: { list: 'event_counts_days', rows: `SELECT * FROM event_counts_daily x WHERE ${dayWhere.join(' AND ')}` },
     hours: `SELECT * FROM events_hourly x WHERE ${hourWhere.join(' AND ')}`,
@@ -197,9 +185,7 @@ export function groupedSql(
 ): string {
   const { project, span } = opts;
   if (!rows.days || typeof rows.hours !== 'string') throw new Error('a chart series reads days and hours');
-  const from = `${p.add(span.from.toISOString())}::timestamptz`;
-  const to = `${p.add(span.to.toISOString())}::timestamptz`;
-  const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
+  const { from, to, starts, head, tail } = chartBounds(span, opts.window, p);
   const first = (order: string) => `date_trunc('hour', (SELECT e.created_at FROM events e WHERE e.project_id = ${project} AND e.created_at >= ${from} AND e.created_at < ${to}
                                    ORDER BY e.created_at${order} LIMIT 1), 'UTC')`;
   const layers: Layers = {
@@ -208,23 +194,44 @@ export function groupedSql(
     hours: { held: { lo: first(''), hi: first(' DESC') } },
   };
   const b = rows.value !== null;
-  const parts = [
+  return seriesOfParts(layers, b, 'sum(parts.n)', [
     `SELECT days.bucket${b ? `, ${rows.value} AS b0` : ''}, r.count AS n
         FROM ${perRow('days', rows.days.rows, 'r')}`,
     `SELECT width_bucket(hrs.h, ${starts})${b ? `, ${rows.value}` : ''}, r.count
         FROM ${perRow('hrs', rows.hours, 'r')}`,
     ...rawParts(layers, {
-      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}`, table: 'events s', where: opts.rawWhere, time: 's.created_at',
-      head: span.from.getTime() > opts.window.start.getTime(), tail: span.to.getTime() < opts.window.end.getTime(),
+      columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}`, table: 'events s', where: opts.rawWhere, time: 's.created_at', head, tail,
     }, (raw) => `SELECT width_bucket(x.created_at, ${starts})${b ? ', x.b0' : ''}, count(*) FROM ${raw}
         GROUP BY ${b ? '1, 2' : '1'}`),
-  ];
+  ]);
+}
+
+/**
+ * A chart series' bounds as placeholders: its span's whole hours [from, to), the window's
+ * bucket starts, and whether partial hours of the window lie before (head) or after (tail) the span.
+ */
+export function chartBounds(span: { from: Date; to: Date }, window: ChartWindow, p: SqlParams) {
+  return {
+    from: `${p.add(span.from.toISOString())}::timestamptz`,
+    to: `${p.add(span.to.toISOString())}::timestamptz`,
+    starts: `${p.add(window.buckets.map((d) => d.toISOString()))}::timestamptz[]`,
+    head: span.from.getTime() > window.start.getTime(),
+    tail: span.to.getTime() < window.end.getTime(),
+  };
+}
+
+/**
+ * A chart series' grouped rows from its layered `parts` (columns bucket, b0 with a breakdown,
+ * n, and what `value` aggregates): bucket (1-based width_bucket index; NULL on the total rows),
+ * b0, n (events) and value (text), the grouping sets of the raw query.
+ */
+export function seriesOfParts(layers: Layers, b: boolean, value: string, parts: readonly string[]): string {
   const sets = b ? '(parts.bucket, parts.b0), (parts.b0)' : '(parts.bucket), ()';
   return `WITH ${layerCtes(layers)},
       parts AS (
         ${unionAll(parts)}
       )
-      SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, sum(parts.n)::text AS value
+      SELECT parts.bucket${b ? ', parts.b0' : ''}, sum(parts.n) AS n, (${value})::text AS value
       FROM parts GROUP BY GROUPING SETS (${sets})`;
 }
 

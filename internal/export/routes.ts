@@ -5,11 +5,10 @@
 // The project is the `projectId` (or `project_id`) query parameter. A read client may
 // leave it out (its own project); a root client must give it (400).
 //
-// NDJSON streaming: the handler produces the body as an AsyncIterable<string> of chunks.
-// internal/http/server.ts buffers bodies today, so by default the chunks are collected into
-// one `raw` body of at most `maxBufferedBytes` (a larger export is a 400 that points to
-// narrower start/end or pagination). Once the server writes `stream` responses
-// (StreamingHttpResponse below), pass `{ streaming: true }` and nothing is buffered.
+// NDJSON streaming: the handler produces the body as an AsyncIterable<string> of chunks. With
+// `{ streaming: true }` (the runtime's) they go to the server as the response's `stream`;
+// otherwise they are collected into one `raw` body of at most `maxBufferedBytes` (a larger
+// export is a 400 that points to narrower start/end or pagination).
 import type { ReadContext, ReadDeps } from '../app/read-routes';
 import { readGuard } from '../app/read-routes';
 import { BadRequestError, HttpError } from '../http/errors';
@@ -23,14 +22,8 @@ import { parseChartParams, parseEventsParams, requestedProject } from './params'
 export const NDJSON_CONTENT_TYPE = 'application/x-ndjson';
 export const DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 
-/** A response body written chunk by chunk (what the server needs to support). */
-export interface StreamBody {
-  contentType: string;
-  chunks: AsyncIterable<string>;
-}
-
-/** HttpResponse plus the streaming body the lead is adding to internal/http. */
-export type StreamingHttpResponse = HttpResponse & { stream?: StreamBody };
+/** A response whose body may be `stream`ed (HttpResponse has it). */
+export type StreamingHttpResponse = HttpResponse;
 
 export interface ExportRouteOptions {
   /** The server writes `stream` responses; NDJSON is then never buffered. Default false. */

@@ -1,13 +1,8 @@
-// Distinct counts of /export/charts from HyperLogLog sketches (sql/011_event_sketches.sql).
-//
-// Segments user (distinct profile_id), session (distinct session_id) and user_average
-// (events / distinct profile_id) of an unfiltered series, with no breakdown or one on `name`
-// or on a column with an hourly event rollup, over a window whose bucket boundaries inside
-// it are all whole UTC hours (the event-count rollups' eligibility, ./rollups.ts), are
-// answered from the sketches when the window holds more than `exactVisitorsMax` events of
-// the series (TIDEMARK_EXACT_VISITORS_MAX; counted from the event rollups, cheap). At or
-// below it, without the hll extension (no events_sketches_hourly: e.g. the TimescaleDB /
-// PGlite engine), and for anything else, the raw path counts exactly.
+// Distinct counts of /export/charts (user, session, user_average) from HyperLogLog sketches
+// (sql/011_event_sketches.sql), when the planner gives the series event_sketches and the
+// window holds more than `exactVisitorsMax` events of it (counted exactly from the event
+// rollups); else the raw path counts exactly. docs/export.md, "Distinct counts", has the
+// eligibility, the error bound, and why one_event_per_user and group stay raw.
 //
 // One statement (one snapshot):
 //   counts  exact event counts per (bucket, value) and per value (groupedSql of the event
@@ -23,21 +18,12 @@
 //           tm_visitors_estimate() (bias-corrected; exact up to 1280 distinct values per
 //           union, else a relative standard error of at most 1%, 99.7% within 3%), and
 //           capped at `n` (there are never more distinct users or sessions than events).
-//
-// Not from sketches: one_event_per_user (a bucket's value is the users whose LATEST event
-// of the period falls in it, with the breakdown value of that event: a set difference that
-// hourly sketches cannot give within the error bound, and the value of a user's latest event
-// is in none of them) and group (distinct group ids: not sketched) stay raw, as do filters,
-// two or three breakdowns and properties.* breakdowns.
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
 import { layerCtes, perRow, rawParts, unionAll, type Layers } from '../query/layered';
-import { planRead, type ReadSource } from '../query/planner';
-import { chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow, type ExportPath } from './rollups';
-
-/** HyperLogLog parameters of every sketch (= HLL_PARAMS of internal/insights/rollups.ts and sql/011). */
-export const HLL_PARAMS = '14, 5, -1, 1';
+import { HLL_PARAMS, planRead, type ReadPath, type ReadSource } from '../query/planner';
+import { chartBounds, chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow } from './rollups';
 
 /** Segments answered from the sketches above the threshold. */
 export const SKETCH_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['user', 'session', 'user_average']);
@@ -63,7 +49,7 @@ export function chartSketchPlan(
   segment: ChartSegment,
   filters: readonly Filter[],
   breakdowns: readonly { name: string }[],
-  path: ExportPath = 'auto',
+  path: ReadPath = 'auto',
 ): SketchPlan | null {
   const span = chartSpan(window);
   if (!SKETCH_SEGMENTS.has(segment) || !span) return null;
@@ -118,9 +104,7 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
   const names = opts.name === '*' ? [] : [opts.name];
   const rows = layerRows(plan.counts, { project, names, filters: [], breakdown: plan.breakdown, every: false }, p);
   const grouped = groupedSql(rows, { ...opts, project, span: plan.span }, p);
-  const from = `${p.add(plan.span.from.toISOString())}::timestamptz`;
-  const to = `${p.add(plan.span.to.toISOString())}::timestamptz`;
-  const starts = `${p.add(opts.window.buckets.map((d) => d.toISOString()))}::timestamptz[]`;
+  const { from, to, starts, head, tail } = chartBounds(plan.span, opts.window, p);
   const users = opts.segment !== 'session';
 
   let top: string;
@@ -166,8 +150,7 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
     `SELECT width_bucket(hrs.h, ${starts}), ${rowValue}, ${sketch}
         FROM ${perRow('hrs', `SELECT * FROM events_sketches_hourly r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h`, 'r')}`,
     ...rawParts(layers, {
-      columns: `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`, table: 'events s', where: `${opts.rawWhere}${rawCond}`, time: 's.created_at',
-      head: plan.span.from.getTime() > opts.window.start.getTime(), tail: plan.span.to.getTime() < opts.window.end.getTime(),
+      columns: `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`, table: 'events s', where: `${opts.rawWhere}${rawCond}`, time: 's.created_at', head, tail,
     }, rawPart),
   ];
 

@@ -1,56 +1,28 @@
-// Rollup-backed reads for unfiltered metrics, pages and breakdowns (sql/002_rollups.sql,
-// sql/008_rollup_pages.sql, sql/008_rollup_visitors.sql).
+// Rollup-backed reads of insights: metrics (with the series and unique visitors), pages and
+// breakdowns, over the source the read planner chose (internal/query/planner.ts), in layers
+// (internal/query/layered.ts): rollup rows of the hours not in rollup_invalidations and the raw
+// `sessions` (for pages, and their screen views) of the logged hours, in one statement (one
+// snapshot: the worker's commit and the refresh each change the rows and the log together),
+// grouped exactly as the raw path groups. docs/insights-decisions.md has the sources, when
+// each is taken and the measurements.
 //
-// The hourly rollups hold, per (project, UTC hour of the session start) and per dimension
-// value or page, the sums the insights numbers are made of (sessions, bounces, timed
-// sessions, their duration, screen views; per page: sessions, entries, entry bounces, timed
-// views, their duration, views (sql/023) and the latest titled view; bots excluded). An
-// hour whose sessions changed after its last refresh is listed in rollup_invalidations
-// until the refresh catches up, so a query reads
-//   rollup rows of the hours in [start, end) that are NOT in the log
-//   UNION ALL raw `sessions` rows (not bots; and their screen views for pages) that started
-//   in the hours that ARE in the log,
-// in one statement (one snapshot: the worker's commit and the refresh each change the
-// sessions/rollups and the log together), and then groups exactly as the raw path does.
+// Filters are compiled by internal/query/filters.ts against rollup rows seen with the
+// dimensions' column names (named()), so they test them exactly as they test `sessions`
+// (dimension columns are NOT NULL, '' when unknown, and the rollups keep '' as a value).
 //
-// Unique visitors are not additive. They are counted exactly from `sessions` (index-only
-// scan of sessions_visitors_idx) when the period has at most `exactVisitorsMax` sessions or
-// when the server has no hll extension; otherwise from the hourly HyperLogLog sketches of
-// rollup_visitors_hourly and their UTC day parts in rollup_visitors_dayparts (the log's
-// hours hashed on the fly), unioned per series bucket and for the total: relative standard error at most 1% (log2m 14; bias-corrected by
-// tm_visitors_estimate), exact up to 1280 distinct visitors per union (explicit list). The choice is made inside the statement,
-// from the period's session count the same statement sums (only the chosen branch runs).
-//
-// Filters on session dimensions: a query whose filters all name ONE dimension (and maybe
-// its parent: region/city and country, browser_version and browser, os_version and os)
-// reads that dimension's rollup, rollup_<dim>_hourly (value = the dimension, prefix = its
-// parent), with the filters compiled by internal/query/filters.ts on a view of its rows
-// whose columns carry the dimensions' names, and the raw tail with the same filters on
-// `sessions`: the same predicate on the same text (sessions' dimension columns are NOT NULL,
-// '' when unknown, and the rollup keeps '' as a value), so isNot / doesNotContain keep the
-// '' sessions on both paths. A breakdown takes that path when its filters name its own
-// dimension or its parent; metrics and the series when they name one dimension (and its
-// parent). Unique visitors of such metrics: exact under the same rule as unfiltered ones
-// (the period's sessions, filter or not, decide: that is what an exact count scans), else
-// unions of rollup_visitor_values_hourly (sql/010_rollup_visitor_values.sql), the sketches
-// per (hour, dimension, prefix, value), with the filters applied to their value and prefix.
-//
-// This holds only when every hour lies entirely inside one series bucket and inside or
-// outside the period: the read planner (internal/query/planner.ts) takes the rollups only
-// when the period bounds and every bucket start are whole UTC hours (all zones with
-// whole-hour offsets; not Asia/Kolkata), and only when a source of its catalogue keys every
-// filter (these rollups keep no per-event data and one dimension per row; the cube, pair
-// metrics and dimension pairs below keep more). Everything else, and any caller asking for
-// path 'raw', reads the raw rows.
+// Unique visitors are not additive: exact (count DISTINCT over `sessions`) up to `exactMax`
+// sessions in the period (filtered or not) or without the hll extension, else unions of
+// HyperLogLog sketches (unfiltered: rollup_visitors_hourly and its UTC day parts; filtered:
+// rollup_visitor_values_hourly; pair metrics: their own). The choice is made inside the
+// statement from the period's session count (only the chosen branch runs).
 import { DIMENSION_PREFIX, type SessionDimension } from '../model/event';
 import { compileAll, type IndexedFilter, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import { layerCtes, perRow, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
 import type { Period } from '../query/period';
-import { cubePair, planRead, readSource, type CubeDimension, type CubePair, type ReadRequest, type ReadSource } from '../query/planner';
+import { cubePair, HLL_PARAMS, planRead, readSource, type CubeDimension, type CubePair, type ReadPath, type ReadRequest, type ReadSource } from '../query/planner';
 
-/** What a caller may ask for: 'auto' lets the planner choose; 'raw' forces the raw tables. */
-export type InsightsPath = 'auto' | 'raw';
+export { HLL_PARAMS };
 
 /** How one query reads its sessions. */
 export type ReadPlan = 'raw' | 'rollup';
@@ -71,7 +43,7 @@ export function wholeHoursOf(period: Pick<Period, 'start' | 'end' | 'buckets'>):
 export function insightsRequest(
   filters: readonly Filter[],
   target: PlanTarget,
-  opts: { path?: InsightsPath; wholeHours: boolean; hll?: boolean },
+  opts: { path?: ReadPath; wholeHours: boolean; hll?: boolean },
 ): ReadRequest {
   const breakdown = target !== 'metrics' && target !== 'pages';
   return {
@@ -93,7 +65,7 @@ export function insightsRequest(
 export function planFor(
   period: Pick<Period, 'start' | 'end' | 'buckets'>,
   filters: readonly Filter[],
-  path: InsightsPath = 'auto',
+  path: ReadPath = 'auto',
   target: PlanTarget = 'metrics',
 ): ReadPlan {
   return planRead(insightsRequest(filters, target, { path, wholeHours: wholeHoursOf(period) })) ? 'rollup' : 'raw';
@@ -171,8 +143,6 @@ export const RAW_MEASURES = `count(*) AS sessions,
                coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0) AS duration_ms,
                coalesce(sum(s.screen_view_count), 0) AS screen_views`;
 
-/** HyperLogLog parameters of every sketch (sql/008_rollup_visitors.sql): log2m, regwidth, expthresh, sparseon. */
-export const HLL_PARAMS = '14, 5, -1, 1';
 /**
  * Documented bound of a unique-visitor estimate's relative error: 3 standard errors of at
  * most 1% (nominal 1.04 / sqrt(2^14) = 0.81%; measured 0.6-0.95% depending on the count,
@@ -242,6 +212,11 @@ export function rollupMetricsSql(
         SELECT ${periodSessions} <= ${params.add(counting.exactMax)}::numeric AS exact
       ),`
     : '';
+  // The visitors of the logged hours' sessions meeting `filter`, hashed on the fly.
+  const loggedSketches = (filter: string) => `SELECT width_bucket(inv.bucket, ${starts}), hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS})
+        FROM ${tailSessions(b)}
+        WHERE ${filter} AND NOT ${exact}
+        GROUP BY inv.bucket`;
   // Unfiltered: the hourly sketches and their UTC day parts (sql/008_rollup_visitors.sql).
   const periodSketches = `
       -- Each series bucket's share of the period, cut at UTC midnights. A cut that starts or
@@ -285,10 +260,7 @@ export function rollupMetricsSql(
         WHERE NOT (segs.day_ok AND segs.kind IS NOT NULL)
           AND h.bucket NOT IN (SELECT inv.bucket FROM inv)
         UNION ALL
-        SELECT width_bucket(inv.bucket, ${starts}), hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS})
-        FROM ${tailSessions(b)}
-        WHERE NOT ${exact}
-        GROUP BY inv.bucket
+        ${loggedSketches('true')}
       ),`;
   // Filtered: the sketches of the rollup rows meeting the filters, hour by hour (sql/010).
   // (built only when used: every params.add() must be referenced by the statement)
@@ -302,10 +274,7 @@ export function rollupMetricsSql(
           AND ${where('r')}
           AND NOT ${exact}
         UNION ALL
-        SELECT width_bucket(inv.bucket, ${starts}), hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS})
-        FROM ${tailSessions(b)}
-        WHERE ${where('s')} AND NOT ${exact}
-        GROUP BY inv.bucket
+        ${loggedSketches(where('s'))}
       ),`;
   // Pair metrics: the visitors of the days' pair rows and of the raw hours (pairParts below).
   const pairSketches = `
@@ -540,6 +509,7 @@ export function breakdownSql(
   // Identifiers: the dimensions come from SESSION_DIMENSIONS / CUBE_DIMENSIONS / DIMENSION_PREFIX.
   const parent = DIMENSION_PREFIX[dimension];
   const keys = (alias: string) => `${alias}.${dimension} AS name${parent ? `, ${alias}.${parent} AS prefix` : ''}`;
+  const byKeys = parent ? '1, 2' : '1'; // the keys' positions
   const rows = (layers: Layers | null, parts: readonly string[]) => `
       WITH ${layers ? `${layerCtes(layers)},
       ` : ''}parts AS (
@@ -550,7 +520,7 @@ export function breakdownSql(
   if ('rawSessions' in source) {
     return rows(null, [`SELECT ${keys('s')}, ${RAW_MEASURES}
         FROM (${source.rawSessions}) s
-        GROUP BY ${breakdownKeys(dimension, 's')}`]);
+        GROUP BY ${byKeys}`]);
   }
   const b = bind(scope, params);
   const where = (alias: string) => compileAll(filters, alias, params);
@@ -558,7 +528,7 @@ export function breakdownSql(
   const raw = (from: string) => `SELECT ${keys('s')}, ${RAW_MEASURES}
         FROM ${from}
         WHERE ${where('s')}
-        GROUP BY ${breakdownKeys(dimension, 's')}`;
+        GROUP BY ${byKeys}`;
   if (source.family === 'session_dimension') {
     return rows(layersOf(b), [
       `SELECT r.value AS name${parent ? ', r.prefix AS prefix' : ''}, ${measures}
@@ -603,16 +573,6 @@ export function breakdownSql(
     ]);
   }
   throw new Error(`no breakdown over ${source.id}`);
-}
-
-/**
- * The name (and the prefix, when `dimension` has a parent) of the rows of `alias` that carry
- * the dimensions under their own names (sessions, or a rollup relation seen through named()).
- * Identifiers come from SESSION_DIMENSIONS / DIMENSION_PREFIX only.
- */
-function breakdownKeys(dimension: SessionDimension, alias: string): string {
-  const parent = DIMENSION_PREFIX[dimension];
-  return parent ? `${alias}.${dimension}, ${alias}.${parent}` : `${alias}.${dimension}`;
 }
 
 /**

@@ -7,44 +7,21 @@
 //   in byte order (COLLATE "C"), so the order does not depend on the database locale.
 // - A page's title is the latest non-empty title among its counted views ('' if none).
 // - A project whose stored timezone Intl does not know is treated as UTC.
-// - Unfiltered metrics, pages and breakdowns over whole UTC hours read the hourly rollups plus
-//   the raw sessions (and views) of the hours not yet rolled up (rollups.ts, planFor); so do
-//   metrics filtered on one session dimension (and its parent) and breakdowns filtered on
-//   their own dimension or its parent, from that dimension's rollup; and breakdowns of a
-//   low-cardinality dimension filtered on others of them (device, country, referrer_name, ...:
-//   CUBE_DIMENSIONS), from the session cube. The answer is the same
-//   as the raw path's, which stays for everything else and can be forced (path: 'raw').
-// - unique_visitors on that path is exact up to `exactVisitorsMax` sessions in the period
-//   (TIDEMARK_EXACT_VISITORS_MAX; all its sessions, filtered or not) and, above it, a
-//   HyperLogLog estimate (standard error at most 1%, 99.7% within 3%) when the hll extension
-//   is installed; always exact without it and on the raw path.
+// - Metrics, pages and breakdowns read the rollups where the read planner finds a source
+//   (internal/query/planner.ts; ./rollups.ts), with the raw path's answer (which stays for
+//   everything else and can be forced: path 'raw'); unique_visitors there is exact up to
+//   TIDEMARK_EXACT_VISITORS_MAX sessions in the period, above it a HyperLogLog estimate (99.7%
+//   within 3%) when the hll extension is installed.
 // - Every insights transaction runs with JIT compilation off (see runInsightsQuery).
-import { NotFoundError, BadRequestError } from '../http/errors';
+import { NotFoundError } from '../http/errors';
 import { DIMENSION_PREFIX, SCREEN_VIEW, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
-import {
-  DEFAULT_STATEMENT_TIMEOUT_MS,
-  PG_INVALID_REGULAR_EXPRESSION,
-  pgErrorCode,
-  withTimeout,
-  type ConnectionSource,
-  type Queryable,
-} from '../query/db';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, exactVisitorsMaxOf, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
 import { compileAll, splitFilters, SqlParams, type SplitFilters } from '../query/filters';
 import type { PageParams, PeriodParams } from '../query/params';
 import { resolvePeriod, type Period } from '../query/period';
-import { checkRegexes, projectTimezone } from '../query/lookups';
+import { checkRegexes, mapRegexErrors, projectTimezone } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
-import { exactVisitorsMaxFrom } from '../config/config';
-import {
-  breakdownSql,
-  insightsRequest,
-  rollupMetricsSql,
-  rollupPagesSql,
-  RAW_MEASURES,
-  type InsightsPath,
-  type PlanTarget,
-  wholeHoursOf,
-} from './rollups';
+import { breakdownSql, insightsRequest, rollupMetricsSql, rollupPagesSql, RAW_MEASURES, type PlanTarget, wholeHoursOf } from './rollups';
 import { planRead, type ReadSource } from '../query/planner';
 import { scopedSessionsSql, type SessionScope } from './sessions';
 
@@ -55,29 +32,8 @@ export function isBreakdownDimension(name: string): name is BreakdownDimension {
   return (BREAKDOWN_DIMENSIONS as readonly string[]).includes(name);
 }
 
-export interface InsightsOptions {
-  /** Statement timeout of every query, ms (default 5000). */
-  statementTimeoutMs?: number;
-  /**
-   * 'auto' (default): metrics, pages and breakdowns from the rollups where the read planner finds a source,
-   * else metrics and breakdowns from the raw sessions and pages by the indexed query. 'raw':
-   * the original raw-table queries everywhere (the reference the tests compare with, and a
-   * fallback; unique visitors always exact).
-   */
-  path?: InsightsPath;
-  /**
-   * Metrics on the rollup path count unique visitors exactly when the period has at most
-   * this many sessions, else from HyperLogLog sketches if the hll extension is installed.
-   * Default: TIDEMARK_EXACT_VISITORS_MAX (internal/config/config.ts).
-   */
-  exactVisitorsMax?: number;
-}
-
-let envExactVisitorsMax: number | undefined;
-function defaultExactVisitorsMax(): number {
-  envExactVisitorsMax ??= exactVisitorsMaxFrom(process.env);
-  return envExactVisitorsMax;
-}
+/** Path 'raw': metrics and breakdowns from the raw sessions, pages by the original query (referencePagesSql). */
+export type InsightsOptions = ReadOptions;
 
 export interface MetricValues {
   bounce_rate: number;
@@ -125,10 +81,11 @@ interface QueryContext {
    * internal/query/planner.ts, decided once per query), or null for the raw rows.
    */
   source: ReadSource | null;
-  /** rollup_visitors_hourly exists (hll extension installed): metrics may use sketches. */
+  /**
+   * The visitor sketches of the source exist (hll extension installed): rollup_visitor_values_hourly
+   * (sql/010) for a dimension's rollup, rollup_visitors_hourly (sql/008) for the others.
+   */
   sketches: boolean;
-  /** rollup_visitor_values_hourly exists (sql/010): filtered metrics may use sketches. */
-  valueSketches: boolean;
 }
 
 /** Totals and one row per bucket (empty buckets as zeros). */
@@ -141,16 +98,9 @@ export async function getMetrics(
 ): Promise<MetricsResponse> {
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
     const p = new SqlParams();
-    const exactMax = options.exactVisitorsMax ?? defaultExactVisitorsMax();
-    const { source } = ctx;
-    // A dimension's rollup counts filtered visitors with per-value sketches (sql/010); the pair
-    // metrics with theirs (sql/018); the unfiltered rollups with the hourly ones (sql/008).
-    const sql = source
-      ? rollupMetricsSql(
-        scopeOf(ctx), ctx.period.buckets, p,
-        { exactMax, sketches: source.family === 'session_dimension' ? ctx.valueSketches : ctx.sketches },
-        source, ctx.filters.session,
-      )
+    const exactMax = exactVisitorsMaxOf(options);
+    const sql = ctx.source
+      ? rollupMetricsSql(scopeOf(ctx), ctx.period.buckets, p, { exactMax, sketches: ctx.sketches }, ctx.source, ctx.filters.session)
       : rawMetricsSql(ctx, p);
     const { rows } = await ctx.db.query<MetricsRow>(sql, p.values);
     const empty = metricValues(undefined);
@@ -182,15 +132,10 @@ function rawMetricsSql(ctx: QueryContext, p: SqlParams): string {
     GROUP BY GROUPING SETS ((width_bucket(s.started_at, ${buckets}::timestamptz[])), ())`;
 }
 
-interface MetricsRow {
-  bucket: string | number | null;
-  sessions: string;
-  bounces: string;
-  timed_sessions: string;
-  duration_ms: string;
-  screen_views: string;
-  visitors: string;
-}
+/** The five session sums as metrics and breakdowns select them (bigint and numeric: text). */
+type SumsRow = Record<'sessions' | 'bounces' | 'timed_sessions' | 'duration_ms' | 'screen_views', string>;
+
+type MetricsRow = SumsRow & { bucket: string | number | null; visitors: string };
 
 function metricValues(row: MetricsRow | undefined): MetricValues {
   const sessions = toNumber(row?.sessions);
@@ -258,26 +203,10 @@ function pagesSql(ctx: QueryContext & Page, p: SqlParams): string {
         FROM (${sessionsSql}) s
       ),
       v AS (
-        SELECT e.session_id, e.origin COLLATE "C" AS origin, e.path COLLATE "C" AS path, e.duration_ms, s.is_bounce,
-               (s.entry_origin = e.origin AND s.entry_path = e.path) AS entered
-        FROM s
-        JOIN events e ON e.session_id = s.id
-        WHERE e.project_id = ${project}
-          AND e.name = ${view}
-          AND e.created_at >= ${start}
-          -- a session's events lie in [started_at, last_event_at]; bounds the index range scan
-          AND e.created_at <= (SELECT max(s2.last_event_at) FROM s s2)
-          AND e.created_at >= s.started_at
-          AND ${eventFilters}
+        ${sessionViews('e.session_id, e.origin COLLATE "C" AS origin, e.path COLLATE "C" AS path, e.duration_ms', project, view, start, eventFilters)}
       ),
       ranked AS (
-        SELECT v.origin, v.path,
-               count(DISTINCT v.session_id) AS sessions,
-               count(DISTINCT v.session_id) FILTER (WHERE v.entered) AS entries,
-               count(DISTINCT v.session_id) FILTER (WHERE v.entered AND v.is_bounce) AS bounces,
-               count(v.duration_ms) AS timed_views,
-               coalesce(sum(v.duration_ms), 0) AS duration_ms,
-               count(*) AS views
+        SELECT v.origin, v.path, ${PAGE_MEASURES}
         FROM v
         GROUP BY v.origin, v.path
         ORDER BY sessions DESC, v.path, v.origin
@@ -300,33 +229,39 @@ function pagesSql(ctx: QueryContext & Page, p: SqlParams): string {
       ORDER BY r.sessions DESC, r.path, r.origin`;
 }
 
-/** The original pages query (path 'raw'): the reference pagesSql() must match. */
-function referencePagesSql(ctx: QueryContext & Page, p: SqlParams): string {
-  const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: false });
-  const projectParam = p.add(ctx.projectId);
-  const viewParam = p.add(SCREEN_VIEW);
-  return `
-      WITH s AS (${sessionsSql}),
-      v AS (
-        SELECT e.id, e.session_id, e.origin, e.path, e.title, e.created_at, e.duration_ms, s.is_bounce,
-               (s.entry_origin = e.origin AND s.entry_path = e.path) AS entered
+/**
+ * The screen views (`columns` of events e, and the session's is_bounce and `entered`) of the
+ * sessions of CTE `s` that started at or after `start` and meet the event filters.
+ */
+function sessionViews(columns: string, project: string, view: string, start: string, eventFilters: string): string {
+  return `SELECT ${columns}, s.is_bounce, (s.entry_origin = e.origin AND s.entry_path = e.path) AS entered
         FROM s
         JOIN events e ON e.session_id = s.id
-        WHERE e.project_id = ${projectParam}
-          AND e.name = ${viewParam}
-          AND e.created_at >= ${p.add(ctx.period.start.toISOString())}::timestamptz
+        WHERE e.project_id = ${project}
+          AND e.name = ${view}
+          AND e.created_at >= ${start}
           -- a session's events lie in [started_at, last_event_at]; bounds the index range scan
           AND e.created_at <= (SELECT max(s2.last_event_at) FROM s s2)
           AND e.created_at >= s.started_at
-          AND ${compileAll(ctx.filters.event, 'e', p)}
+          AND ${eventFilters}`;
+}
+
+/** A page's sums over its views `v` (sessionViews). */
+const PAGE_MEASURES = `count(DISTINCT v.session_id) AS sessions,
+               count(DISTINCT v.session_id) FILTER (WHERE v.entered) AS entries,
+               count(DISTINCT v.session_id) FILTER (WHERE v.entered AND v.is_bounce) AS bounces,
+               count(v.duration_ms) AS timed_views, coalesce(sum(v.duration_ms), 0) AS duration_ms, count(*) AS views`;
+
+/** The original pages query (path 'raw'): the reference pagesSql() must match. */
+function referencePagesSql(ctx: QueryContext & Page, p: SqlParams): string {
+  const sessionsSql = scopedSessionsSql(scopeOf(ctx), p, { applyEventFilters: false });
+  return `
+      WITH s AS (${sessionsSql}),
+      v AS (
+        ${sessionViews('e.id, e.session_id, e.origin, e.path, e.title, e.created_at, e.duration_ms', p.add(ctx.projectId), p.add(SCREEN_VIEW),
+          `${p.add(ctx.period.start.toISOString())}::timestamptz`, compileAll(ctx.filters.event, 'e', p))}
       )
-      SELECT v.origin, v.path,
-             count(DISTINCT v.session_id) AS sessions,
-             count(DISTINCT v.session_id) FILTER (WHERE v.entered) AS entries,
-             count(DISTINCT v.session_id) FILTER (WHERE v.entered AND v.is_bounce) AS bounces,
-             count(v.duration_ms) AS timed_views,
-             coalesce(sum(v.duration_ms), 0) AS duration_ms,
-             count(*) AS views,
+      SELECT v.origin, v.path, ${PAGE_MEASURES},
              coalesce((array_agg(v.title ORDER BY v.created_at DESC, v.id DESC) FILTER (WHERE v.title <> ''))[1], '') AS title
       FROM v
       GROUP BY v.origin, v.path
@@ -376,15 +311,7 @@ export async function getBreakdown(
   }, pageOf(params), dimension);
 }
 
-interface BreakdownSqlRow {
-  name: string;
-  prefix?: string;
-  sessions: string;
-  bounces: string;
-  timed_sessions: string;
-  duration_ms: string;
-  screen_views: string;
-}
+type BreakdownSqlRow = SumsRow & { name: string; prefix?: string };
 
 // ---------------------------------------------------------------------------------------
 
@@ -421,16 +348,13 @@ async function runInsightsQuery<T>(
     // No JIT for these short queries: compiling costs 10-200 ms, more than it saves here,
     // and the raw tail's row estimates (parameterised hour ranges) push plans past
     // jit_above_cost (measured: a 10M-event breakdown went from 39 to 9 ms). Transaction-local.
-    // The same round trip tells whether the unique-visitor sketches exist (sql/008_rollup_visitors.sql).
-    // ... and whether the per-value sketches of filtered metrics exist (sql/010_rollup_visitor_values.sql).
-    // ... and whether the pair metrics of metrics filtered on two cube dimensions exist (sql/018).
+    // The same round trip tells which optional rollups exist: the unique-visitor sketches
+    // (sql/008), the per-value sketches of filtered metrics (sql/010), the pair metrics (sql/018).
     const { rows: setup } = await db.query<{ sketches: boolean; value_sketches: boolean; pair_metrics: boolean }>(
       `SELECT set_config('jit', 'off', true), to_regclass('rollup_visitors_hourly') IS NOT NULL AS sketches,
               to_regclass('rollup_visitor_values_hourly') IS NOT NULL AS value_sketches,
               to_regclass('rollup_session_pair_metrics_daily') IS NOT NULL AS pair_metrics`,
     );
-    const sketches = setup[0]?.sketches === true;
-    const valueSketches = setup[0]?.value_sketches === true;
     const timezone = await projectTimezone(db, projectId);
     await checkRegexes(db, params.filters);
     const period = resolvePeriod(params, timezone, now);
@@ -439,14 +363,8 @@ async function runInsightsQuery<T>(
     const source = planRead(insightsRequest(params.filters, target, {
       path: options.path, wholeHours: wholeHoursOf(period), hll: setup[0]?.pair_metrics === true,
     }));
+    const sketches = (source?.family === 'session_dimension' ? setup[0]?.value_sketches : setup[0]?.sketches) === true;
     const filters = splitFilters(params.filters);
-    try {
-      return await query({ db, projectId, period, filters, source, sketches, valueSketches, ...page });
-    } catch (err) {
-      if (pgErrorCode(err) === PG_INVALID_REGULAR_EXPRESSION) {
-        throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);
-      }
-      throw err;
-    }
+    return mapRegexErrors(() => query({ db, projectId, period, filters, source, sketches, ...page }));
   });
 }

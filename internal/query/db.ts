@@ -2,8 +2,10 @@
 // a read-only transaction with a statement timeout, so no dashboard query can hold a
 // connection for long.
 import type pg from 'pg';
+import { exactVisitorsMaxFrom } from '../config/config';
 import { budgetOf } from './budget';
 import { QueryTimeoutError } from './errors';
+import type { ReadPath } from './planner';
 
 /** What a pg Pool, PoolClient or Client offers for running one statement. */
 export interface Queryable {
@@ -19,6 +21,32 @@ export interface ConnectionSource {
 }
 
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 5000;
+
+/** How insights and the export read. */
+export interface ReadOptions {
+  /** Statement timeout of every query, ms (default 5000). */
+  statementTimeoutMs?: number;
+  /**
+   * 'auto' (default): the rollups where the read planner (./planner.ts) finds a source, else
+   * the raw rows. 'raw': the raw rows everywhere, never the sketches (the reference the tests
+   * compare with, and a fallback).
+   */
+  path?: ReadPath;
+  /**
+   * Insights' unique visitors and the charts' user, session and user_average count exactly
+   * while the period holds at most this many sessions (of the series' events), else from
+   * HyperLogLog sketches if the hll extension is installed. Default:
+   * TIDEMARK_EXACT_VISITORS_MAX (internal/config/config.ts).
+   */
+  exactVisitorsMax?: number;
+}
+
+let envExactVisitorsMax: number | undefined;
+
+/** `options.exactVisitorsMax`, or TIDEMARK_EXACT_VISITORS_MAX (read once). */
+export function exactVisitorsMaxOf(options: ReadOptions): number {
+  return options.exactVisitorsMax ?? (envExactVisitorsMax ??= exactVisitorsMaxFrom(process.env));
+}
 
 /** PostgreSQL SQLSTATE codes the read side maps to HTTP errors. */
 export const PG_QUERY_CANCELED = '57014';

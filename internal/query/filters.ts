@@ -42,6 +42,11 @@ export interface IndexedFilter {
   filter: Filter;
 }
 
+/** The filters with their positions in the request. */
+export function indexed(filters: readonly Filter[]): IndexedFilter[] {
+  return filters.map((filter, index) => ({ filter, index }));
+}
+
 export interface SplitFilters {
   session: IndexedFilter[];
   event: IndexedFilter[];

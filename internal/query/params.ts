@@ -56,7 +56,7 @@ export function isFilterNumber(v: string): boolean {
 }
 
 // PostgreSQL text cannot hold NUL; rejecting it here keeps it a 400 instead of a 500.
-const noNul = (s: string) => !s.includes('\u0000');
+export const noNul = (s: string) => !s.includes('\u0000');
 
 /** YYYY-MM-DD that names a real calendar day (no Feb 30), years 0001..9999. */
 export const dateSchema = z
@@ -112,28 +112,36 @@ export const filterSchema = z
   });
 export type Filter = z.infer<typeof filterSchema>;
 
-/** The `filters` query parameter: a JSON-encoded array of filters. */
-export const filtersParamSchema = z
-  .string()
-  .transform((text, ctx): unknown => {
-    try {
-      return JSON.parse(text);
-    } catch {
-      ctx.addIssue({ code: 'custom', message: 'Expected a JSON-encoded array of filters' });
-      return z.NEVER;
-    }
-  })
-  .pipe(z.array(filterSchema).max(MAX_FILTERS, `At most ${MAX_FILTERS} filters`));
+/** A query parameter holding JSON that `schema` checks. */
+export function jsonParam<S extends z.ZodType>(schema: S, what: string) {
+  return z
+    .string()
+    .transform((text, ctx): unknown => {
+      try {
+        return JSON.parse(text);
+      } catch {
+        ctx.addIssue({ code: 'custom', message: `Expected a JSON-encoded ${what}` });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+}
 
-/** A positive integer written in decimal digits (query strings carry text). */
-function positiveIntSchema(max: number) {
+/** The `filters` query parameter: a JSON-encoded array of filters. */
+export const filtersParamSchema = jsonParam(z.array(filterSchema).max(MAX_FILTERS, `At most ${MAX_FILTERS} filters`), 'array of filters');
+
+/**
+ * A positive integer written in decimal digits (query strings carry text); with `what`, the
+ * bounds' messages name it.
+ */
+export function positiveIntSchema(max: number, what?: string) {
   return z
     .string()
     .regex(/^\d+$/, 'Expected a positive integer')
     .transform(Number)
     // Digits only, so an integer: no .int(), whose safe-integer bound would add a second
     // issue next to max's for a huge number.
-    .pipe(z.number().min(1).max(max));
+    .pipe(what ? z.number().min(1, `${what} starts at 1`).max(max, `${what} must be at most ${max}`) : z.number().min(1).max(max));
 }
 export const cursorSchema = positiveIntSchema(Number.MAX_SAFE_INTEGER);
 export const limitSchema = positiveIntSchema(MAX_LIMIT);
@@ -180,10 +188,10 @@ export type PageParams = z.infer<typeof pageParamsSchema>;
 
 const PARAM_NAMES = ['startDate', 'endDate', 'range', 'filters', 'cursor', 'limit'] as const;
 
-/** First value of each known parameter; absent ones are left out (defaults apply). */
-function pickParams(query: URLSearchParams): Record<string, string> {
+/** First value of each of `names`; absent ones are left out (defaults apply). */
+export function pickParams(query: URLSearchParams, names: readonly string[] = PARAM_NAMES): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const name of PARAM_NAMES) {
+  for (const name of names) {
     const value = query.get(name);
     if (value !== null) out[name] = value;
   }

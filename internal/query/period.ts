@@ -147,7 +147,7 @@ export function addMonths(d: LocalDate, months: number): LocalDate {
 }
 
 /** Days from `a` to `b` (b - a). */
-function daysBetween(a: LocalDate, b: LocalDate): number {
+export function daysBetween(a: LocalDate, b: LocalDate): number {
   return Math.round((wallOfDate(b) - wallOfDate(a)) / DAY);
 }
 
@@ -210,15 +210,16 @@ function periodShape(input: PeriodInput, today: LocalDate): DayPeriod | SlidingP
   }
 }
 
-/** Bucket start instants covering [startMs, endMs), aligned in `timezone`. */
-export function bucketStarts(startMs: number, endMs: number, granularity: Granularity, timezone: string): Date[] {
+/** Bucket start instants covering [startMs, endMs), aligned in `timezone` (minutes: the charts' interval). */
+export function bucketStarts(startMs: number, endMs: number, granularity: Granularity | 'minute', timezone: string): Date[] {
   const buckets: Date[] = [];
-  if (granularity === 'hour') {
+  if (granularity === 'hour' || granularity === 'minute') {
     // Local hours begin where the local minutes and seconds are zero; stepping one real
     // hour then gives 23 buckets on a spring-forward day and 25 on a fall-back day.
+    const step = granularity === 'hour' ? HOUR : MINUTE;
     const wall = wallClockMs(startMs, timezone);
-    const intoHour = ((wall % HOUR) + HOUR) % HOUR;
-    for (let t = startMs - intoHour; t < endMs; t += HOUR) buckets.push(new Date(t));
+    const into = ((wall % step) + step) % step;
+    for (let t = startMs - into; t < endMs; t += step) buckets.push(new Date(t));
     return buckets;
   }
   const firstDay = localDateOf(startMs, timezone);

@@ -1,24 +1,11 @@
-// The read planner: which pre-aggregated source answers a dashboard read (issue #15).
-//
-// Insights (sessions: metrics, pages, breakdowns) and the export (events: chart series,
-// totalCount) read rollup tables where one can answer the read exactly, and the raw
-// `sessions` / `events` rows otherwise (docs/rollups.md, "Reading: one planner"). Which table
-// is decided here and only here, by ONE rule over the read catalogue below (data: one entry
-// per source, the way the write side's internal/store/rollup-catalogue.ts lists what is kept):
-//
-//   among the entries of the read's side whose filter keys cover every filter name, whose
-//   group keys cover every breakdown, that are named by the read where they must be (a
-//   per-column table serves reads of its own column), whose measures cover the target, whose
-//   grain fits (the rollups hold whole UTC hours: a read uses them only when its period's
-//   hours fall each in one bucket and, on the export side, when some whole hour is inside)
-//   and whose needs are met (the hll extension), the FIRST in catalogue order, which is
-//   ordered smallest first; none: raw. A caller asking for path 'raw' always reads raw.
-//
-// planRead() is pure (no database, no clock): the callers map the chosen entry to their SQL
-// builders (internal/insights/service.ts and rollups.ts; internal/export/charts.ts,
-// events.ts, sketches.ts, property-rollups.ts). The local-day tables (pairs, cubes' days,
-// event_counts_daily) are read for the complete days that fall inside one bucket and the
-// hourly tables or raw rows for the other hours, so every entry needs the same whole hours.
+// The read planner: which pre-aggregated source answers a dashboard read (issue #15), decided
+// here and only here by ONE rule over the read catalogue below (data: one entry per source, as
+// the write side's internal/store/rollup-catalogue.ts lists what is kept): the first entry,
+// smallest first, whose keys, measures, grain and needs answer the request (mismatch()); none,
+// or path 'raw': the raw rows. docs/rollups.md, "Reading: one planner", states the rule and the
+// order. planRead() is pure (no database, no clock): the callers map the chosen entry to their
+// SQL builders, which all read the local-day tables for the complete days inside one bucket and
+// the hourly tables or raw rows for the other hours, so every entry needs the same whole hours.
 import { DIMENSION_PREFIX, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
 
 // ---------------------------------------------------------------------------------------
@@ -62,6 +49,9 @@ export const MAX_ROLLED_KEY_BYTES = 200;
 
 export type ReadSide = 'sessions' | 'events';
 
+/** 'auto' lets the planner choose; 'raw' never reads a rollup. */
+export type ReadPath = 'auto' | 'raw';
+
 /**
  * What a read asks for:
  * - sessions: `metrics` (the five session sums per bucket and in total, plus unique visitors),
@@ -81,8 +71,8 @@ export interface ReadRequest {
   filters: readonly string[];
   /** The breakdown names (sessions' `breakdown`: the one dimension). */
   breakdowns?: readonly string[];
-  /** 'raw' never reads a rollup. Default 'auto'. */
-  path?: 'auto' | 'raw';
+  /** Default 'auto'. */
+  path?: ReadPath;
   /**
    * The hours fit: insights, the period's start, end and every bucket start are whole UTC
    * hours; charts, every bucket boundary inside the window is a whole UTC hour and some whole
@@ -294,6 +284,9 @@ export function planRead(request: ReadRequest): ReadSource | null {
 
 // ---------------------------------------------------------------------------------------
 // Helpers the SQL builders share
+
+/** HyperLogLog parameters of every sketch (sql/008, sql/010, sql/011): log2m, regwidth, expthresh, sparseon. */
+export const HLL_PARAMS = '14, 5, -1, 1';
 
 /** One pair of cube dimensions, as the daily pair rows key it (sql/015, sql/016, sql/018). */
 export interface CubePair {
