@@ -1,6 +1,7 @@
-// Read-side helpers that insights and export share: the project's timezone, regex checks.
+// Read-side helpers that insights and export share: a read's frame (withRead), the project's timezone, regexes.
+import type pg from 'pg';
 import { BadRequestError, NotFoundError } from '../http/errors';
-import { PG_INVALID_REGULAR_EXPRESSION, pgErrorCode, type Queryable } from './db';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_INVALID_REGULAR_EXPRESSION, pgErrorCode, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from './db';
 import { regexValues } from './filters';
 import type { Filter } from './params';
 import { isValidTimeZone } from './period';
@@ -79,10 +80,32 @@ export function num(v: unknown): number {
 }
 
 /**
- * Turns JIT compilation off for the rest of the transaction: export statements are short
- * scans and aggregations where compiling costs more than it saves (measured: a 30-day
- * chart over 800k events took 2.7 s with JIT, 1.1 s without).
+ * Turns JIT compilation off for the rest of the transaction (`also`: more columns of that round
+ * trip, its row returned): on these short reads compiling (10-200 ms) costs more than it saves,
+ * and the raw tails' row estimates push plans past jit_above_cost (measured: a 30-day chart over
+ * 800k events 2.7 s with JIT, 1.1 s without; a 10M-event insights breakdown 39 ms, 9 without).
  */
-export async function withoutJit(db: Queryable): Promise<void> {
-  await db.query("SELECT set_config('jit', 'off', true)");
+export async function withoutJit<S extends pg.QueryResultRow>(db: Queryable, also = ''): Promise<S | undefined> {
+  return (await db.query<S>(`SELECT set_config('jit', 'off', true)${also}`)).rows[0];
+}
+
+/**
+ * The frame of every read (insights, charts, events): withTimeout's transaction, JIT off
+ * (`setup` as withoutJit's `also`), the project's timezone (404), the regexes of `filters`
+ * checked (a 400 naming one); then `read`, its invalid regexes a 400 too (mapRegexErrors).
+ */
+export async function withRead<T, S extends pg.QueryResultRow = pg.QueryResultRow>(
+  pool: ConnectionSource,
+  options: ReadOptions,
+  projectId: string,
+  filters: readonly Filter[],
+  read: (db: Queryable, timezone: string, setup: S | undefined) => Promise<T>,
+  setup = '',
+): Promise<T> {
+  return withTimeout(pool, options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, async (db) => {
+    const row = await withoutJit<S>(db, setup);
+    const timezone = await projectTimezone(db, projectId);
+    await checkRegexes(db, filters);
+    return mapRegexErrors(() => read(db, timezone, row));
+  });
 }
