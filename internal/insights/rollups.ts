@@ -131,6 +131,10 @@ function tailSessions(b: Bound, hours: 'inv' | 'hrs' = 'inv'): string {
   return rawPerHour(hours, '*', 'sessions s', `s.project_id = ${b.project} AND NOT s.is_bot`, 's.started_at', 's');
 }
 
+/** The five session sums of the rollups, in their measure order: alias.column AS column, each wrapped in `f` (e.g. sum). */
+const SUMS = ['sessions', 'bounces', 'timed_sessions', 'duration_ms', 'screen_views'] as const;
+const sums = (alias: string, f = (x: string) => x) => SUMS.map((c) => `${f(`${alias}.${c}`)} AS ${c}`).join(', ');
+
 /** The sums of sessions rows (alias `s`), named and in the rollups' measure order: sessions, bounces, timed_sessions, duration_ms, screen_views. */
 export const RAW_MEASURES = `count(*) AS sessions,
                count(*) FILTER (WHERE s.is_bounce) AS bounces,
@@ -310,7 +314,7 @@ export function rollupMetricsSql(
   // index range per hour, with their visitors hashed only when sketches are used.
   const pairParts = (pair: CubePair) => `
       day_rows AS MATERIALIZED (
-        SELECT days.lo AS hour, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views, r.visitors
+        SELECT days.lo AS hour, ${sums('r')}, r.visitors
         FROM ${perRow('days', `SELECT x.*, x.a AS ${pair.a}, x.b AS ${pair.b} FROM rollup_session_pair_metrics_daily x
           WHERE x.project_id = ${b.project} AND x.pair = ${params.add(pair.key)} AND x.bucket = days.lo`, 'r')}
         WHERE ${where('r')}
@@ -323,26 +327,21 @@ export function rollupMetricsSql(
         GROUP BY hrs.h
       ),
       parts AS (
-        SELECT d.hour, d.sessions, d.bounces, d.timed_sessions, d.duration_ms, d.screen_views FROM day_rows d
+        SELECT d.hour, ${sums('d')} FROM day_rows d
         UNION ALL
-        SELECT r.hour, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views FROM raw_hours r
+        SELECT r.hour, ${sums('r')} FROM raw_hours r
       ),`;
   // Filtered: decide before the parts (the pair's raw hours hash visitors only when needed);
   // unfiltered, decide reads the sums.
   return `
       WITH ${layerCtes(pair ? daysAndRawHours('rollup_session_pair_metrics_days', b, starts) : layersOf(b))},${filter ? decide : ''}${pair ? pairParts(pair) : rollupParts()}
       sums AS (
-        SELECT width_bucket(parts.hour, ${starts}) AS bucket,
-               sum(parts.sessions) AS sessions, sum(parts.bounces) AS bounces,
-               sum(parts.timed_sessions) AS timed_sessions, sum(parts.duration_ms) AS duration_ms,
-               sum(parts.screen_views) AS screen_views
+        SELECT width_bucket(parts.hour, ${starts}) AS bucket, ${sums('parts', (x) => `sum(${x})`)}
         FROM parts
         GROUP BY GROUPING SETS ((width_bucket(parts.hour, ${starts})), ())
       ),${filter ? '' : decide}${exactVisitors}${sketchVisitors}
       SELECT coalesce(sums.bucket, visitors.bucket) AS bucket,
-             coalesce(sums.sessions, 0) AS sessions, coalesce(sums.bounces, 0) AS bounces,
-             coalesce(sums.timed_sessions, 0) AS timed_sessions, coalesce(sums.duration_ms, 0) AS duration_ms,
-             coalesce(sums.screen_views, 0) AS screen_views, coalesce(visitors.visitors, 0) AS visitors,
+             ${sums('sums', (x) => `coalesce(${x}, 0)`)}, coalesce(visitors.visitors, 0) AS visitors,
              coalesce(visitors.exact, true) AS exact
       FROM sums FULL JOIN visitors ON coalesce(sums.bucket, -1) = coalesce(visitors.bucket, -1)`;
 }
@@ -493,7 +492,7 @@ function sessionParts(
   where: (alias: string) => string,
 ): { layers: Layers; parts: string[] } {
   // Identifiers: the dimensions come from SESSION_DIMENSIONS / CUBE_DIMENSIONS / DIMENSION_PREFIX.
-  const part = (hour: string, rows: string) => `SELECT ${keys('r', hour).join(', ')}, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views
+  const part = (hour: string, rows: string) => `SELECT ${keys('r', hour).join(', ')}, ${sums('r')}
         FROM ${rows}`;
   const raw = (hours: 'inv' | 'hrs') => `SELECT ${keys('s', hours === 'inv' ? 'inv.bucket' : 'hrs.h').join(', ')}, ${RAW_MEASURES}
         FROM ${tailSessions(b, hours)}
@@ -509,7 +508,7 @@ function sessionParts(
     // a and b renamed to the dimensions; else the days' combination rows.
     const pair = cubePair(names as CubeDimension[]);
     const daily = pair
-      ? `(SELECT x.project_id, x.bucket, x.a AS ${pair.a}, x.b AS ${pair.b}, x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views
+      ? `(SELECT x.project_id, x.bucket, x.a AS ${pair.a}, x.b AS ${pair.b}, ${sums('x')}
           FROM rollup_session_cube_pairs_daily x WHERE x.pair = ${params.add(pair.key)})`
       : 'rollup_session_cube_daily';
     return { layers: layersOf(b, { days: { table: 'rollup_session_cube_days' }, hours: { series: true } }), parts: [
@@ -529,7 +528,7 @@ function sessionParts(
     const columns = [`x.a AS ${wide}`, `x.b AS ${cube}`];
     if (wideParent && wideParent !== cube) columns.push(`x.a_prefix AS ${wideParent}`);
     return { layers: daysAndRawHours('rollup_session_dim_pairs_days', b), parts: [
-      part('days.lo', `${perRow('days', `SELECT x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views, ${columns.join(', ')}
+      part('days.lo', `${perRow('days', `SELECT ${sums('x')}, ${columns.join(', ')}
           FROM rollup_session_dim_pairs_daily x
           WHERE x.project_id = ${b.project} AND x.pair = ${params.add(`${wide},${cube}`)} AND x.bucket = days.lo`, 'r')}
         WHERE ${where('r')}`),
@@ -571,10 +570,7 @@ export function breakdownSql(
       ` : ''}parts AS (
         ${unionAll(parts)}
       )
-      SELECT ${parent ? `parts.name, ${shownPrefix} AS prefix` : 'parts.name'},
-             sum(parts.sessions) AS sessions, sum(parts.bounces) AS bounces,
-             sum(parts.timed_sessions) AS timed_sessions, sum(parts.duration_ms) AS duration_ms,
-             sum(parts.screen_views) AS screen_views
+      SELECT ${parent ? `parts.name, ${shownPrefix} AS prefix` : 'parts.name'}, ${sums('parts', (x) => `sum(${x})`)}
       FROM parts
       GROUP BY ${parent ? `parts.name, ${prefixKey}` : 'parts.name'}
       ORDER BY sum(parts.sessions) DESC, ${parent ? `parts.name COLLATE "C", ${shownPrefix} COLLATE "C"` : 'parts.name COLLATE "C"'}
