@@ -58,18 +58,6 @@ function regexError(err: unknown, path: string[], prefix: string[]): unknown {
   return new BadRequestError(`${full.join('.')}: ${detail}`, [{ path: full, message: detail }]);
 }
 
-/** Runs `fn`; an invalid regular expression that got past checkRegexes still becomes a 400. */
-export async function mapRegexErrors<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (pgErrorCode(err) === PG_INVALID_REGULAR_EXPRESSION) {
-      throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);
-    }
-    throw err;
-  }
-}
-
 /** created_at as exact text (microseconds, UTC) for keyset positions. */
 export const TS_TEXT = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
@@ -92,7 +80,7 @@ export async function withoutJit<S extends pg.QueryResultRow>(db: Queryable, als
 /**
  * The frame of every read (insights, charts, events): withTimeout's transaction, JIT off
  * (`setup` as withoutJit's `also`), the project's timezone (404), the regexes of `filters`
- * checked (a 400 naming one); then `read`, its invalid regexes a 400 too (mapRegexErrors).
+ * checked (a 400 naming one); then `read`, an invalid regex that got past the check a 400 too.
  */
 export async function withRead<T, S extends pg.QueryResultRow = pg.QueryResultRow>(
   pool: ConnectionSource,
@@ -106,6 +94,11 @@ export async function withRead<T, S extends pg.QueryResultRow = pg.QueryResultRo
     const row = await withoutJit<S>(db, setup);
     const timezone = await projectTimezone(db, projectId);
     await checkRegexes(db, filters);
-    return mapRegexErrors(() => read(db, timezone, row));
+    try {
+      return await read(db, timezone, row);
+    } catch (err) {
+      if (pgErrorCode(err) !== PG_INVALID_REGULAR_EXPRESSION) throw err;
+      throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);
+    }
   });
 }
