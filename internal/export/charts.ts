@@ -49,12 +49,12 @@
 // - Series ids follow OpenPanel: `<slug(name)>-<A|B|...>-<names joined by ->` (made unique
 //   with a `~n` suffix); event = {id: item id or A, B, ..., name, breakdowns?}.
 import { BadRequestError } from '../http/errors';
-import { DEFAULT_STATEMENT_TIMEOUT_MS, exactVisitorsMaxOf, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
+import { exactVisitorsMaxOf, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
 import { compileAll, indexed, SqlParams } from '../query/filters';
 import { PROPERTY_PREFIX, type Filter } from '../query/params';
 import { addDays, bucketStarts, daysBetween, localDateOf, resolvePeriod, startOfDay } from '../query/period';
 import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, type ChartSegment, type ChartSeriesItem } from './params';
-import { checkRegexes, mapRegexErrors, num, projectTimezone, withoutJit } from '../query/lookups';
+import { checkRegexes, num, withRead } from '../query/lookups';
 import { chartedWhere, chartRequest, chartSpan, groupedSql, layerRows, namesWhere, SEGMENT_TARGETS, type ChartWindow } from './rollups';
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
 import { propertyRollupGroupedSql, propertyRollupOf, type PropertyRollupPlan } from './property-rollups';
@@ -436,12 +436,8 @@ export async function getChart(
   now: Date = new Date(),
   options: ReadOptions = {},
 ): Promise<ChartResponse> {
-  const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const exactMax = exactVisitorsMaxOf(options);
-  return withTimeout(pool, timeoutMs, async (db) => {
-    await withoutJit(db);
-    const timezone = await projectTimezone(db, projectId);
-    await checkRegexes(db, params.filters);
+  return withRead(pool, options, projectId, params.filters, async (db, timezone) => {
     for (const [i, item] of params.series.entries()) await checkRegexes(db, item.filters, ['series', String(i)]);
 
     const period = resolvePeriod({ range: params.range, startDate: params.startDate, endDate: params.endDate }, timezone, now);
@@ -459,65 +455,63 @@ export async function getChart(
     checkChartShape({ series: params.series.length, buckets: current.buckets.length, breakdowns: params.breakdowns.length, limit: params.limit, previous: previous !== null });
     const budget = new ResponseBudget('chart');
 
-    return mapRegexErrors(async () => {
-      const series: ChartSeries[] = [];
-      const usedIds = new Set<string>();
-      // One ISO string per bucket for every series; the points are built in slices that give
-      // way to the event loop (a minute chart by 100 values is 144,000 of them).
-      const dates = current.buckets.map((d) => d.toISOString());
-      const slicer = new Slicer(undefined, 1);
-      for (const [index, item] of params.series.entries()) {
-        const base = { projectId, item, filters: [...item.filters, ...params.filters], limit: params.limit, path: options.path ?? 'auto', exactMax, budget };
-        const cur = await querySeries(db, { ...base, window: current, breakdowns: params.breakdowns, combos: null });
-        const withValues = cur.combos[0]!.length > 0;
-        const prev = previous
-          ? await querySeries(db, {
-              ...base,
-              window: previous,
-              breakdowns: withValues ? params.breakdowns : [],
-              combos: withValues ? cur.combos : null,
-            })
-          : null;
-        const definitionId = item.id ?? ALPHA[index] ?? `series-${index}`;
-        for (const [ci, combo] of cur.combos.entries()) {
-          await slicer.pause();
-          const names = [item.name, ...combo];
-          const values = cur.points[ci]!;
-          budget.addSeries(values.length, textBytes(combo), prev !== null);
-          const metrics: SeriesMetrics = { ...seriesMetrics(values), count: cur.totals[ci]! };
-          let prevValues: number[] | undefined;
-          if (prev) {
-            prevValues = prev.points[ci]!;
-            const pm = { ...seriesMetrics(prevValues), count: prev.totals[ci]! };
-            metrics.previous = {
-              sum: previousMetric(metrics.sum, pm.sum),
-              average: previousMetric(metrics.average, pm.average),
-              min: previousMetric(metrics.min, pm.min),
-              max: previousMetric(metrics.max, pm.max),
-              count: previousMetric(metrics.count, pm.count),
-            };
-          }
-          let id = `${slug(item.name)}-${definitionId}-${names.join('-')}`;
-          for (let n = 2; usedIds.has(id); n++) id = `${slug(item.name)}-${definitionId}-${names.join('-')}~${n}`;
-          usedIds.add(id);
-          const breakdowns = withValues
-            ? Object.fromEntries(params.breakdowns.map((bd, i) => [bd.name, combo[i] ?? '']))
-            : undefined;
-          series.push({
-            id,
-            names,
-            event: { id: definitionId, name: item.name, ...(breakdowns ? { breakdowns } : {}) },
-            metrics,
-            data: dates.map((date, i) => {
-              const point: { date: string; count: number; previous?: PreviousValue } = { date, count: values[i]! };
-              const pv = prevValues && i < prevValues.length ? previousMetric(values[i]!, prevValues[i]) : undefined;
-              if (pv) point.previous = pv;
-              return point;
-            }),
-          });
+    const series: ChartSeries[] = [];
+    const usedIds = new Set<string>();
+    // One ISO string per bucket for every series; the points are built in slices that give
+    // way to the event loop (a minute chart by 100 values is 144,000 of them).
+    const dates = current.buckets.map((d) => d.toISOString());
+    const slicer = new Slicer(undefined, 1);
+    for (const [index, item] of params.series.entries()) {
+      const base = { projectId, item, filters: [...item.filters, ...params.filters], limit: params.limit, path: options.path ?? 'auto', exactMax, budget };
+      const cur = await querySeries(db, { ...base, window: current, breakdowns: params.breakdowns, combos: null });
+      const withValues = cur.combos[0]!.length > 0;
+      const prev = previous
+        ? await querySeries(db, {
+            ...base,
+            window: previous,
+            breakdowns: withValues ? params.breakdowns : [],
+            combos: withValues ? cur.combos : null,
+          })
+        : null;
+      const definitionId = item.id ?? ALPHA[index] ?? `series-${index}`;
+      for (const [ci, combo] of cur.combos.entries()) {
+        await slicer.pause();
+        const names = [item.name, ...combo];
+        const values = cur.points[ci]!;
+        budget.addSeries(values.length, textBytes(combo), prev !== null);
+        const metrics: SeriesMetrics = { ...seriesMetrics(values), count: cur.totals[ci]! };
+        let prevValues: number[] | undefined;
+        if (prev) {
+          prevValues = prev.points[ci]!;
+          const pm = { ...seriesMetrics(prevValues), count: prev.totals[ci]! };
+          metrics.previous = {
+            sum: previousMetric(metrics.sum, pm.sum),
+            average: previousMetric(metrics.average, pm.average),
+            min: previousMetric(metrics.min, pm.min),
+            max: previousMetric(metrics.max, pm.max),
+            count: previousMetric(metrics.count, pm.count),
+          };
         }
+        let id = `${slug(item.name)}-${definitionId}-${names.join('-')}`;
+        for (let n = 2; usedIds.has(id); n++) id = `${slug(item.name)}-${definitionId}-${names.join('-')}~${n}`;
+        usedIds.add(id);
+        const breakdowns = withValues
+          ? Object.fromEntries(params.breakdowns.map((bd, i) => [bd.name, combo[i] ?? '']))
+          : undefined;
+        series.push({
+          id,
+          names,
+          event: { id: definitionId, name: item.name, ...(breakdowns ? { breakdowns } : {}) },
+          metrics,
+          data: dates.map((date, i) => {
+            const point: { date: string; count: number; previous?: PreviousValue } = { date, count: values[i]! };
+            const pv = prevValues && i < prevValues.length ? previousMetric(values[i]!, prevValues[i]) : undefined;
+            if (pv) point.previous = pv;
+            return point;
+          }),
+        });
       }
-      return { series, metrics: seriesMetrics(series.flatMap((s) => s.data.map((d) => d.count))) };
-    });
+    }
+    return { series, metrics: seriesMetrics(series.flatMap((s) => s.data.map((d) => d.count))) };
   });
 }

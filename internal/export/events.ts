@@ -16,7 +16,7 @@
 import { createHash } from 'node:crypto';
 import Cursor from 'pg-cursor';
 import { BadRequestError } from '../http/errors';
-import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_QUERY_CANCELED, pgErrorCode, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_QUERY_CANCELED, pgErrorCode, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
 import { QueryTimeoutError } from '../query/errors';
 import { compileAll, indexed, SqlParams } from '../query/filters';
 import { addDays, instantOfWallClock, parseLocalDate, startOfDay } from '../query/period';
@@ -31,7 +31,7 @@ import {
   type KeysetPosition,
   type TimeBound,
 } from './params';
-import { checkRegexes, mapRegexErrors, projectTimezone, TS_TEXT, withoutJit } from '../query/lookups';
+import { TS_TEXT, withoutJit, withRead } from '../query/lookups';
 import { countHours, layerRows, totalCountSql } from './rollups';
 import { planRead, type ReadPath } from '../query/planner';
 import { NDJSON_BATCH_BYTES, ResponseBudget } from './budget';
@@ -250,10 +250,8 @@ function queryFingerprint(projectId: string, params: EventsParams): string {
   return createHash('sha256').update(key).digest('hex').slice(0, 16);
 }
 
-/** Timezone, regex check and bounds: everything that can be a 400 before any row is read. */
-async function prepare(db: Queryable, projectId: string, params: EventsParams): Promise<EventQuery> {
-  const timezone = await projectTimezone(db, projectId);
-  await checkRegexes(db, params.filters);
+/** The bounds in the project's timezone: with withRead's regex check, every 400 before any row is read. */
+function prepare(projectId: string, params: EventsParams, timezone: string): EventQuery {
   const start = params.start ? resolveBound(params.start, timezone, 'start') : undefined;
   const end = params.end ? resolveBound(params.end, timezone, 'end') : undefined;
   if (start && end && (end.inclusive ? start.iso > end.iso : start.iso >= end.iso)) {
@@ -275,17 +273,15 @@ export async function getEventsPage(
   params: EventsParams,
   options: ExportOptions = {},
 ): Promise<EventsPage> {
-  const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const fingerprint = queryFingerprint(projectId, params);
   if (params.cursor && params.cursor.query !== fingerprint) {
     throw new BadRequestError('cursor: belongs to another query', [
       { path: ['cursor'], message: 'This cursor belongs to another query (project, event, profileId, start, end, filters or limit differ)' },
     ]);
   }
-  return withTimeout(pool, timeoutMs, async (db) => {
-    await withoutJit(db);
-    const q = await prepare(db, projectId, params);
-    return mapRegexErrors(() => (params.cursor ? pageAfterCursor(db, q, params.cursor, fingerprint) : pageByNumber(db, q, fingerprint, options.path)));
+  return withRead(pool, options, projectId, params.filters, async (db, timezone) => {
+    const q = prepare(projectId, params, timezone);
+    return params.cursor ? pageAfterCursor(db, q, params.cursor, fingerprint) : pageByNumber(db, q, fingerprint, options.path);
   });
 }
 
@@ -432,7 +428,7 @@ export async function streamEvents(
 ): Promise<AsyncIterable<string>> {
   const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const batchSize = options.batchSize ?? 1000;
-  const q = await withTimeout(pool, timeoutMs, (db) => prepare(db, projectId, params));
+  const q = await withRead(pool, options, projectId, params.filters, async (_, timezone) => prepare(projectId, params, timezone));
   const p = new SqlParams();
   const { columns, join } = selectSql(params.includes);
   const sql = `SELECT ${columns} FROM events e ${join} WHERE ${whereSql(q, p)} ${ORDER}`;

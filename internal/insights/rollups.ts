@@ -131,10 +131,9 @@ function tailSessions(b: Bound, hours: 'inv' | 'hrs' = 'inv'): string {
   return rawPerHour(hours, '*', 'sessions s', `s.project_id = ${b.project} AND NOT s.is_bot`, 's.started_at', 's');
 }
 
-/** Rollup rows (alias `r`) of the period's hours that are not invalidated. */
-function rolledUp(relation: string, b: Bound): string {
-  return unloggedRows(layersOf(b), relation);
-}
+/** The five session sums of the rollups, in their measure order: alias.column AS column, each wrapped in `f` (e.g. sum). */
+const SUMS = ['sessions', 'bounces', 'timed_sessions', 'duration_ms', 'screen_views'] as const;
+const sums = (alias: string, f = (x: string) => x) => SUMS.map((c) => `${f(`${alias}.${c}`)} AS ${c}`).join(', ');
 
 /** The sums of sessions rows (alias `s`), named and in the rollups' measure order: sessions, bounces, timed_sessions, duration_ms, screen_views. */
 export const RAW_MEASURES = `count(*) AS sessions,
@@ -186,13 +185,12 @@ export function rollupMetricsSql(
   const sketches = counting.sketches && Number.isFinite(counting.exactMax);
   // The filters (if any), once per place they apply: rollup rows, raw tail, exact count, sketches.
   const where = (alias: string) => compileAll(filters, alias, params);
-  const relation = dimension ? named(rollupRelation(dimension), dimension) : 'rollup_sessions_hourly';
   // The period's session count (every session, filtered or not: what an exact count scans)
   // decides; its sum comes from the rollups (unfiltered: the same sums), so deciding costs
   // next to nothing.
   const exact = sketches ? '(SELECT d.exact FROM decide d)' : 'true';
   const periodSessions = filter
-    ? `coalesce((SELECT sum(r.sessions) FROM ${rolledUp('rollup_sessions_hourly', b)}), 0)
+    ? `coalesce((SELECT sum(r.sessions) FROM ${unloggedRows(layersOf(b), 'rollup_sessions_hourly')}), 0)
                + (SELECT count(*) FROM ${tailSessions(b)})`
     : 'coalesce((SELECT sums.sessions FROM sums WHERE sums.bucket IS NULL), 0)';
   const exactVisitors = `
@@ -308,14 +306,7 @@ export function rollupMetricsSql(
   // (or the unfiltered one) and the raw tail.
   const rollupParts = () => `
       parts AS (
-        SELECT r.bucket AS hour, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views
-        FROM ${rolledUp(relation, b)}
-          AND ${where('r')}
-        UNION ALL
-        SELECT inv.bucket, ${RAW_MEASURES}
-        FROM ${tailSessions(b)}
-        WHERE ${where('s')}
-        GROUP BY inv.bucket
+        ${unionAll(sessionParts(source, b, params, [], (_, hour) => [`${hour} AS hour`], where).parts)}
       ),`;
   // Pair metrics (sql/018): the period's built local days that lie inside one series bucket
   // with no hour logged read their pair rows (a and b renamed to the dimensions, so the
@@ -323,7 +314,7 @@ export function rollupMetricsSql(
   // index range per hour, with their visitors hashed only when sketches are used.
   const pairParts = (pair: CubePair) => `
       day_rows AS MATERIALIZED (
-        SELECT days.lo AS hour, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views, r.visitors
+        SELECT days.lo AS hour, ${sums('r')}, r.visitors
         FROM ${perRow('days', `SELECT x.*, x.a AS ${pair.a}, x.b AS ${pair.b} FROM rollup_session_pair_metrics_daily x
           WHERE x.project_id = ${b.project} AND x.pair = ${params.add(pair.key)} AND x.bucket = days.lo`, 'r')}
         WHERE ${where('r')}
@@ -336,26 +327,21 @@ export function rollupMetricsSql(
         GROUP BY hrs.h
       ),
       parts AS (
-        SELECT d.hour, d.sessions, d.bounces, d.timed_sessions, d.duration_ms, d.screen_views FROM day_rows d
+        SELECT d.hour, ${sums('d')} FROM day_rows d
         UNION ALL
-        SELECT r.hour, r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views FROM raw_hours r
+        SELECT r.hour, ${sums('r')} FROM raw_hours r
       ),`;
   // Filtered: decide before the parts (the pair's raw hours hash visitors only when needed);
   // unfiltered, decide reads the sums.
   return `
       WITH ${layerCtes(pair ? daysAndRawHours('rollup_session_pair_metrics_days', b, starts) : layersOf(b))},${filter ? decide : ''}${pair ? pairParts(pair) : rollupParts()}
       sums AS (
-        SELECT width_bucket(parts.hour, ${starts}) AS bucket,
-               sum(parts.sessions) AS sessions, sum(parts.bounces) AS bounces,
-               sum(parts.timed_sessions) AS timed_sessions, sum(parts.duration_ms) AS duration_ms,
-               sum(parts.screen_views) AS screen_views
+        SELECT width_bucket(parts.hour, ${starts}) AS bucket, ${sums('parts', (x) => `sum(${x})`)}
         FROM parts
         GROUP BY GROUPING SETS ((width_bucket(parts.hour, ${starts})), ())
       ),${filter ? '' : decide}${exactVisitors}${sketchVisitors}
       SELECT coalesce(sums.bucket, visitors.bucket) AS bucket,
-             coalesce(sums.sessions, 0) AS sessions, coalesce(sums.bounces, 0) AS bounces,
-             coalesce(sums.timed_sessions, 0) AS timed_sessions, coalesce(sums.duration_ms, 0) AS duration_ms,
-             coalesce(sums.screen_views, 0) AS screen_views, coalesce(visitors.visitors, 0) AS visitors,
+             ${sums('sums', (x) => `coalesce(${x}, 0)`)}, coalesce(visitors.visitors, 0) AS visitors,
              coalesce(visitors.exact, true) AS exact
       FROM sums FULL JOIN visitors ON coalesce(sums.bucket, -1) = coalesce(visitors.bucket, -1)`;
 }
@@ -481,14 +467,13 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
 }
 
 /**
- * A breakdown over the source the planner chose, or over the raw sessions of `rawSessions`:
- * columns name, [prefix,] sessions, bounces, timed_sessions, duration_ms, screen_views; sorted
- * and paged as the raw query. Each family contributes its layers and the rows of its rollup
- * tables; the raw sessions of the hours no rollup answers for, the grouping, ordering and paging
- * are shared. The filters apply to every layer
- * (the rows are seen with the dimensions' column names, so the filters read them by name):
- * - session_dimension: the dimension's hourly rollup (value = the dimension, prefix = its
- *   parent) of the hours not in the log; the log's hours raw;
+ * The layers and parts of a sessions read over the planner's source (internal/query/layered.ts),
+ * as the export's layerRows gives an event-count family's: each layer's rollup rows, seen with
+ * the dimensions' column names (alias r: keys and filters read them by name), and the raw
+ * sessions of the hours no rollup answers for, grouped as the raw path groups; each part selects
+ * `keys` (of its alias and the start of its hour or day) and the five sums, meeting `where`:
+ * - sessions, session_dimension: the unfiltered rollup or the dimension's hourly rollup (value =
+ *   the dimension, prefix = its parent) of the hours not in the log; the log's hours raw;
  * - session_cube (sql/012, screen_views from sql/023): the period's local days complete in
  *   rollup_session_cube_days with no logged hour read their daily rows (when the breakdown and
  *   filters name two dimensions, one pair's rows of sql/016); its other hours not in the log
@@ -496,6 +481,67 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
  * - session_dimension_pair (sql/019, screen_views from sql/023): the local days complete in
  *   rollup_session_dim_pairs_days with no logged hour read the pair's rows of the day (a,
  *   a_prefix and b renamed to the dimensions); every other hour raw, by an index range per hour.
+ * (The pair metrics keep their own parts: their visitors are sketched from the same rows.)
+ */
+function sessionParts(
+  source: ReadSource,
+  b: Bound,
+  params: SqlParams,
+  names: readonly string[],
+  keys: (alias: string, hour: string) => string[],
+  where: (alias: string) => string,
+): { layers: Layers; parts: string[] } {
+  // Identifiers: the dimensions come from SESSION_DIMENSIONS / CUBE_DIMENSIONS / DIMENSION_PREFIX.
+  const part = (hour: string, rows: string) => `SELECT ${keys('r', hour).join(', ')}, ${sums('r')}
+        FROM ${rows}`;
+  const raw = (hours: 'inv' | 'hrs') => `SELECT ${keys('s', hours === 'inv' ? 'inv.bucket' : 'hrs.h').join(', ')}, ${RAW_MEASURES}
+        FROM ${tailSessions(b, hours)}
+        WHERE ${where('s')}
+        GROUP BY ${keys('s', '').map((_, i) => i + 1).join(', ')}`;
+  if (source.family === 'sessions' || source.family === 'session_dimension') {
+    const layers = layersOf(b);
+    const relation = source.dimension ? named(rollupRelation(source.dimension), source.dimension) : 'rollup_sessions_hourly';
+    return { layers, parts: [part('r.bucket', unloggedRows(layers, relation, [where('r')])), raw('inv')] };
+  }
+  if (source.family === 'session_cube') {
+    // Two dimensions named (the breakdown and one filtered): the days' pair rows (sql/016), their
+    // a and b renamed to the dimensions; else the days' combination rows.
+    const pair = cubePair(names as CubeDimension[]);
+    const daily = pair
+      ? `(SELECT x.project_id, x.bucket, x.a AS ${pair.a}, x.b AS ${pair.b}, ${sums('x')}
+          FROM rollup_session_cube_pairs_daily x WHERE x.pair = ${params.add(pair.key)})`
+      : 'rollup_session_cube_daily';
+    return { layers: layersOf(b, { days: { table: 'rollup_session_cube_days' }, hours: { series: true } }), parts: [
+      part('r.bucket', `${daily} r
+        WHERE r.project_id = ${b.project} AND r.bucket = ANY ((SELECT array_agg(days.lo) FROM days)::timestamptz[])
+          AND ${where('r')}`),
+      // (an index probe per hour; joined flat, the planner scanned every hourly row and
+      // tested each against the days: 0.6 s at 10M events)
+      part('hrs.h', `${perRow('hrs', `SELECT * FROM rollup_session_cube_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
+        WHERE ${where('r')}`),
+      raw('inv'),
+    ] };
+  }
+  if (source.family === 'session_dimension_pair') {
+    const { wide, cube } = source as Required<Pick<ReadSource, 'wide' | 'cube'>>;
+    const wideParent = DIMENSION_PREFIX[wide];
+    const columns = [`x.a AS ${wide}`, `x.b AS ${cube}`];
+    if (wideParent && wideParent !== cube) columns.push(`x.a_prefix AS ${wideParent}`);
+    return { layers: daysAndRawHours('rollup_session_dim_pairs_days', b), parts: [
+      part('days.lo', `${perRow('days', `SELECT ${sums('x')}, ${columns.join(', ')}
+          FROM rollup_session_dim_pairs_daily x
+          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(`${wide},${cube}`)} AND x.bucket = days.lo`, 'r')}
+        WHERE ${where('r')}`),
+      raw('hrs'),
+    ] };
+  }
+  throw new Error(`no sessions read over ${source.id}`);
+}
+
+/**
+ * A breakdown over the source the planner chose (sessionParts), or over the raw sessions of
+ * `rawSessions`: columns name, [prefix,] sessions, bounces, timed_sessions, duration_ms,
+ * screen_views; grouped, sorted and paged as the raw query.
  */
 export function breakdownSql(
   scope: RollupScope,
@@ -506,95 +552,27 @@ export function breakdownSql(
   offset: number,
   filters: readonly IndexedFilter[],
 ): string {
-  // Identifiers: the dimensions come from SESSION_DIMENSIONS / CUBE_DIMENSIONS / DIMENSION_PREFIX.
   const parent = DIMENSION_PREFIX[dimension];
-  const keys = (alias: string) => `${alias}.${dimension} AS name${parent ? `, ${alias}.${parent} AS prefix` : ''}`;
-  const byKeys = parent ? '1, 2' : '1'; // the keys' positions
-  const rows = (layers: Layers | null, parts: readonly string[]) => `
-      WITH ${layers ? `${layerCtes(layers)},
-      ` : ''}parts AS (
-        ${unionAll(parts)}
-      )
-      ${breakdownRowsSql(dimension, params, limit, offset)}`;
-  // Path 'raw' or no rollup answers: the filtered sessions (event filters included), no layers.
-  if ('rawSessions' in source) {
-    return rows(null, [`SELECT ${keys('s')}, ${RAW_MEASURES}
+  const keys = (alias: string) => [`${alias}.${dimension} AS name`, ...(parent ? [`${alias}.${parent} AS prefix`] : [])];
+  const { layers, parts } = 'rawSessions' in source
+    // Path 'raw' or no rollup answers: the filtered sessions (event filters included), no layers.
+    ? { layers: null, parts: [`SELECT ${keys('s').join(', ')}, ${RAW_MEASURES}
         FROM (${source.rawSessions}) s
-        GROUP BY ${byKeys}`]);
-  }
-  const b = bind(scope, params);
-  const where = (alias: string) => compileAll(filters, alias, params);
-  const measures = 'r.sessions, r.bounces, r.timed_sessions, r.duration_ms, r.screen_views';
-  const raw = (from: string) => `SELECT ${keys('s')}, ${RAW_MEASURES}
-        FROM ${from}
-        WHERE ${where('s')}
-        GROUP BY ${byKeys}`;
-  if (source.family === 'session_dimension') {
-    return rows(layersOf(b), [
-      `SELECT r.value AS name${parent ? ', r.prefix AS prefix' : ''}, ${measures}
-        FROM ${rolledUp(filters.length ? named(rollupRelation(dimension), dimension) : rollupRelation(dimension), b)}
-          AND ${where('r')}`,
-      raw(tailSessions(b)),
-    ]);
-  }
-  if (source.family === 'session_cube') {
-    // Two dimensions named (the breakdown and one filtered): the days' pair rows (sql/016), their
-    // a and b renamed to the dimensions; else the days' combination rows.
-    const pair = cubePair([dimension as CubeDimension, ...filters.map((x) => x.filter.name as CubeDimension)]);
-    const daily = pair
-      ? `(SELECT x.project_id, x.bucket, x.a AS ${pair.a}, x.b AS ${pair.b}, x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views
-          FROM rollup_session_cube_pairs_daily x WHERE x.pair = ${params.add(pair.key)})`
-      : 'rollup_session_cube_daily';
-    return rows(layersOf(b, { days: { table: 'rollup_session_cube_days' }, hours: { series: true } }), [
-      `SELECT ${keys('r')}, ${measures}
-        FROM ${daily} r
-        WHERE r.project_id = ${b.project} AND r.bucket = ANY ((SELECT array_agg(days.lo) FROM days)::timestamptz[])
-          AND ${where('r')}`,
-      `SELECT ${keys('r')}, ${measures}
-        -- (an index probe per hour; joined flat, the planner scanned every hourly row and
-        -- tested each against the days: 0.6 s at 10M events)
-        FROM ${perRow('hrs', `SELECT * FROM rollup_session_cube_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
-        WHERE ${where('r')}`,
-      raw(tailSessions(b)),
-    ]);
-  }
-  if (source.family === 'session_dimension_pair') {
-    const { wide, cube } = source as Required<Pick<ReadSource, 'wide' | 'cube'>>;
-    const wideParent = DIMENSION_PREFIX[wide];
-    const columns = [`x.a AS ${wide}`, `x.b AS ${cube}`];
-    if (wideParent && wideParent !== cube) columns.push(`x.a_prefix AS ${wideParent}`);
-    return rows(daysAndRawHours('rollup_session_dim_pairs_days', b), [
-      `SELECT ${keys('r')}, ${measures}
-        FROM ${perRow('days', `SELECT x.sessions, x.bounces, x.timed_sessions, x.duration_ms, x.screen_views, ${columns.join(', ')}
-          FROM rollup_session_dim_pairs_daily x
-          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(`${wide},${cube}`)} AND x.bucket = days.lo`, 'r')}
-        WHERE ${where('r')}`,
-      raw(tailSessions(b, 'hrs')),
-    ]);
-  }
-  throw new Error(`no breakdown over ${source.id}`);
-}
-
-/**
- * The breakdown's page from the CTE `parts` (name, [prefix,] sessions, bounces,
- * timed_sessions, duration_ms, screen_views): grouped, sorted and paged as the raw query.
- */
-function breakdownRowsSql(dimension: SessionDimension, params: SqlParams, limit: number, offset: number): string {
-  const parent = DIMENSION_PREFIX[dimension];
+        GROUP BY ${parent ? '1, 2' : '1'}`] }
+    : sessionParts(source, bind(scope, params), params, [dimension, ...filters.map((x) => x.filter.name)], keys, (alias) => compileAll(filters, alias, params));
   // The sessions without a value for the dimension (name '') are ONE row whatever their parents
   // (semantics.md), shown with the parent they all share (e.g. 'Linux' when every
   // os_version-less session runs Linux), else ''.
   const prefixKey = `CASE WHEN parts.name = '' THEN '' ELSE parts.prefix END`;
-  const keys = parent ? `parts.name, ${prefixKey}` : 'parts.name';
   const shownPrefix = `CASE WHEN min(parts.prefix) = max(parts.prefix) THEN min(parts.prefix) ELSE '' END`;
-  const select = parent ? `parts.name, ${shownPrefix} AS prefix` : 'parts.name';
-  const order = parent ? `parts.name COLLATE "C", ${shownPrefix} COLLATE "C"` : 'parts.name COLLATE "C"';
-  return `SELECT ${select},
-             sum(parts.sessions) AS sessions, sum(parts.bounces) AS bounces,
-             sum(parts.timed_sessions) AS timed_sessions, sum(parts.duration_ms) AS duration_ms,
-             sum(parts.screen_views) AS screen_views
+  return `
+      WITH ${layers ? `${layerCtes(layers)},
+      ` : ''}parts AS (
+        ${unionAll(parts)}
+      )
+      SELECT ${parent ? `parts.name, ${shownPrefix} AS prefix` : 'parts.name'}, ${sums('parts', (x) => `sum(${x})`)}
       FROM parts
-      GROUP BY ${keys}
-      ORDER BY sum(parts.sessions) DESC, ${order}
+      GROUP BY ${parent ? `parts.name, ${prefixKey}` : 'parts.name'}
+      ORDER BY sum(parts.sessions) DESC, ${parent ? `parts.name COLLATE "C", ${shownPrefix} COLLATE "C"` : 'parts.name COLLATE "C"'}
       LIMIT ${params.add(limit)} OFFSET ${params.add(offset)}`;
 }

@@ -12,14 +12,14 @@
 //   everything else and can be forced: path 'raw'); unique_visitors there is exact up to
 //   TIDEMARK_EXACT_VISITORS_MAX sessions in the period, above it a HyperLogLog estimate (99.7%
 //   within 3%) when the hll extension is installed.
-// - Every insights transaction runs with JIT compilation off (see runInsightsQuery).
+// - Every insights transaction runs with JIT compilation off (withoutJit of internal/query/lookups.ts).
 import { NotFoundError } from '../http/errors';
 import { DIMENSION_PREFIX, SCREEN_VIEW, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
-import { DEFAULT_STATEMENT_TIMEOUT_MS, exactVisitorsMaxOf, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
+import { exactVisitorsMaxOf, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
 import { compileAll, splitFilters, SqlParams, type SplitFilters } from '../query/filters';
 import type { PageParams, PeriodParams } from '../query/params';
 import { resolvePeriod, type Period } from '../query/period';
-import { checkRegexes, mapRegexErrors, projectTimezone } from '../query/lookups';
+import { withRead } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
 import { breakdownSql, insightsRequest, rollupMetricsSql, rollupPagesSql, RAW_MEASURES, type PlanTarget, wholeHoursOf } from './rollups';
 import { planRead, type ReadSource } from '../query/planner';
@@ -328,10 +328,16 @@ function scopeOf(ctx: QueryContext): SessionScope {
   return { projectId: ctx.projectId, start: ctx.period.start, end: ctx.period.end, filters: ctx.filters };
 }
 
+// Asked in withRead's JIT round trip: which optional rollups exist: the unique-visitor sketches
+// (sql/008), the per-value sketches of filtered metrics (sql/010), the pair metrics (sql/018).
+const OPTIONAL_ROLLUPS = `, to_regclass('rollup_visitors_hourly') IS NOT NULL AS sketches,
+              to_regclass('rollup_visitor_values_hourly') IS NOT NULL AS value_sketches,
+              to_regclass('rollup_session_pair_metrics_daily') IS NOT NULL AS pair_metrics`;
+
 /**
- * Shared frame of every insights query: one read-only transaction with a statement
- * timeout; project lookup (404), regex check (400), period resolution in the project's
- * timezone, then the endpoint's query.
+ * Shared frame of every insights query: the read's frame (withRead: transaction, statement
+ * timeout, project lookup, regex check), period resolution in the project's timezone, the
+ * planner's source, then the endpoint's query.
  */
 async function runInsightsQuery<T>(
   pool: ConnectionSource,
@@ -343,28 +349,15 @@ async function runInsightsQuery<T>(
   page: Page = { limit: 0, offset: 0 },
   target: PlanTarget = 'metrics',
 ): Promise<T> {
-  const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
-  return withTimeout(pool, timeoutMs, async (db) => {
-    // No JIT for these short queries: compiling costs 10-200 ms, more than it saves here,
-    // and the raw tail's row estimates (parameterised hour ranges) push plans past
-    // jit_above_cost (measured: a 10M-event breakdown went from 39 to 9 ms). Transaction-local.
-    // The same round trip tells which optional rollups exist: the unique-visitor sketches
-    // (sql/008), the per-value sketches of filtered metrics (sql/010), the pair metrics (sql/018).
-    const { rows: setup } = await db.query<{ sketches: boolean; value_sketches: boolean; pair_metrics: boolean }>(
-      `SELECT set_config('jit', 'off', true), to_regclass('rollup_visitors_hourly') IS NOT NULL AS sketches,
-              to_regclass('rollup_visitor_values_hourly') IS NOT NULL AS value_sketches,
-              to_regclass('rollup_session_pair_metrics_daily') IS NOT NULL AS pair_metrics`,
-    );
-    const timezone = await projectTimezone(db, projectId);
-    await checkRegexes(db, params.filters);
+  return withRead<T, Record<'sketches' | 'value_sketches' | 'pair_metrics', boolean>>(pool, options, projectId, params.filters, async (db, timezone, setup) => {
     const period = resolvePeriod(params, timezone, now);
     // One rule picks the source (internal/query/planner.ts); the pair metrics need their
     // tables (the hll extension): without them, the raw sessions.
     const source = planRead(insightsRequest(params.filters, target, {
-      path: options.path, wholeHours: wholeHoursOf(period), hll: setup[0]?.pair_metrics === true,
+      path: options.path, wholeHours: wholeHoursOf(period), hll: setup?.pair_metrics === true,
     }));
-    const sketches = (source?.family === 'session_dimension' ? setup[0]?.value_sketches : setup[0]?.sketches) === true;
+    const sketches = (source?.family === 'session_dimension' ? setup?.value_sketches : setup?.sketches) === true;
     const filters = splitFilters(params.filters);
-    return mapRegexErrors(() => query({ db, projectId, period, filters, source, sketches, ...page }));
-  });
+    return query({ db, projectId, period, filters, source, sketches, ...page });
+  }, OPTIONAL_ROLLUPS);
 }

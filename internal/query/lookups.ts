@@ -1,6 +1,7 @@
-// Read-side helpers that insights and export share: the project's timezone, regex checks.
+// Read-side helpers that insights and export share: a read's frame (withRead), the project's timezone, regexes.
+import type pg from 'pg';
 import { BadRequestError, NotFoundError } from '../http/errors';
-import { PG_INVALID_REGULAR_EXPRESSION, pgErrorCode, type Queryable } from './db';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_INVALID_REGULAR_EXPRESSION, pgErrorCode, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from './db';
 import { regexValues } from './filters';
 import type { Filter } from './params';
 import { isValidTimeZone } from './period';
@@ -57,18 +58,6 @@ function regexError(err: unknown, path: string[], prefix: string[]): unknown {
   return new BadRequestError(`${full.join('.')}: ${detail}`, [{ path: full, message: detail }]);
 }
 
-/** Runs `fn`; an invalid regular expression that got past checkRegexes still becomes a 400. */
-export async function mapRegexErrors<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (pgErrorCode(err) === PG_INVALID_REGULAR_EXPRESSION) {
-      throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);
-    }
-    throw err;
-  }
-}
-
 /** created_at as exact text (microseconds, UTC) for keyset positions. */
 export const TS_TEXT = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
@@ -79,10 +68,37 @@ export function num(v: unknown): number {
 }
 
 /**
- * Turns JIT compilation off for the rest of the transaction: export statements are short
- * scans and aggregations where compiling costs more than it saves (measured: a 30-day
- * chart over 800k events took 2.7 s with JIT, 1.1 s without).
+ * Turns JIT compilation off for the rest of the transaction (`also`: more columns of that round
+ * trip, its row returned): on these short reads compiling (10-200 ms) costs more than it saves,
+ * and the raw tails' row estimates push plans past jit_above_cost (measured: a 30-day chart over
+ * 800k events 2.7 s with JIT, 1.1 s without; a 10M-event insights breakdown 39 ms, 9 without).
  */
-export async function withoutJit(db: Queryable): Promise<void> {
-  await db.query("SELECT set_config('jit', 'off', true)");
+export async function withoutJit<S extends pg.QueryResultRow>(db: Queryable, also = ''): Promise<S | undefined> {
+  return (await db.query<S>(`SELECT set_config('jit', 'off', true)${also}`)).rows[0];
+}
+
+/**
+ * The frame of every read (insights, charts, events): withTimeout's transaction, JIT off
+ * (`setup` as withoutJit's `also`), the project's timezone (404), the regexes of `filters`
+ * checked (a 400 naming one); then `read`, an invalid regex that got past the check a 400 too.
+ */
+export async function withRead<T, S extends pg.QueryResultRow = pg.QueryResultRow>(
+  pool: ConnectionSource,
+  options: ReadOptions,
+  projectId: string,
+  filters: readonly Filter[],
+  read: (db: Queryable, timezone: string, setup: S | undefined) => Promise<T>,
+  setup = '',
+): Promise<T> {
+  return withTimeout(pool, options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, async (db) => {
+    const row = await withoutJit<S>(db, setup);
+    const timezone = await projectTimezone(db, projectId);
+    await checkRegexes(db, filters);
+    try {
+      return await read(db, timezone, row);
+    } catch (err) {
+      if (pgErrorCode(err) !== PG_INVALID_REGULAR_EXPRESSION) throw err;
+      throw new BadRequestError('filters: invalid regular expression', [{ path: ['filters'], message: 'Invalid regular expression' }]);
+    }
+  });
 }
