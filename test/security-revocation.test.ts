@@ -8,6 +8,9 @@ import { execFile, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
 import { ROOT, TestEnv, spawnApp, sleep, type Credentials } from './support/harness';
 import { CaseCounter, credHeaders, request } from './support/fuzz-kit';
+import { Redis } from 'ioredis';
+import { runCli } from '../internal/cli/cli';
+import { redisKeys } from '../internal/redis/redis';
 
 const run = promisify(execFile);
 const cases = new CaseCounter();
@@ -93,4 +96,41 @@ test('a client revoked with the CLI gets 401 on the very next request to each AP
   }
   const listed = (await cli('client', 'list', '--project', projectId)) as { clientId: string; revoked: boolean }[];
   assert.deepEqual(listed.filter((c) => c.revoked).map((c) => c.clientId).sort(), [writer.clientId, reader.clientId].sort());
+});
+
+test('client revoke returns once every subscribed API thread has the revocation in its mirror, and at most ~2 s after one that never answers', async () => {
+  const cfg = env.config();
+  const keys = redisKeys(cfg.TIDEMARK_NAMESPACE);
+  // A slow thread: it hears the announcement and answers 400 ms later; a dead one never answers.
+  const slow = new Redis(cfg.REDIS_URL);
+  const dead = new Redis(cfg.REDIS_URL);
+  const heard: string[] = [];
+  try {
+    slow.on('message', (_ch: string, id: string) => {
+      heard.push(id);
+      setTimeout(() => {
+        const p = new Redis(cfg.REDIS_URL);
+        void p.publish(keys.revocationAcks, id).finally(() => p.disconnect());
+      }, 400);
+    });
+    await slow.subscribe(keys.revocations);
+    const slowOne = await env.client(projectId, 'write', 0);
+    let t0 = performance.now();
+    assert.deepEqual(await runCli(['client', 'revoke', '--id', slowOne.clientId], cfg), { clientId: slowOne.clientId, revoked: true });
+    let ms = performance.now() - t0;
+    assert.deepEqual(heard, [slowOne.clientId]);
+    assert.ok(ms >= 400 && ms < 1_900, `revoke returned after ${ms.toFixed(0)} ms: it waits for the slow thread's answer, not for the timeout`);
+    // Both API processes answered too: each refuses at once.
+    for (const { url } of apis) assert.equal((await ingest(url, slowOne)).status, 401);
+
+    await dead.subscribe(keys.revocations);
+    const deadOne = await env.client(projectId, 'write', 0);
+    t0 = performance.now();
+    await runCli(['client', 'revoke', '--id', deadOne.clientId], cfg);
+    ms = performance.now() - t0;
+    assert.ok(ms >= 1_900 && ms < 5_000, `revoke returned after ${ms.toFixed(0)} ms: bounded wait for a thread that never answers`);
+  } finally {
+    slow.disconnect();
+    dead.disconnect();
+  }
 });

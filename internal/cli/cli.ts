@@ -12,6 +12,9 @@ import { migrate } from '../store/migrate';
 
 export class UsageError extends Error {}
 
+/** How long `client revoke` waits for the API threads to say their mirrors have the revocation. */
+const REVOKE_ACK_WAIT_MS = 2_000;
+
 const USAGE = `usage:
   cli project create --name NAME [--timezone IANA_TZ] [--origins https://a.example,https://b.example]
   cli project update --project PROJECT_ID [--name NAME] [--timezone IANA_TZ] [--origins a,b ("" for none)]
@@ -140,12 +143,27 @@ export async function runCli(argv: string[], cfg: Config): Promise<unknown> {
         if (!(await revokeClient(db, id))) throw new UsageError(`no client with id "${id}"`);
         // Every API process checks this set on each request: revocation holds at once.
         const redis = await connectRedis(cfg.REDIS_URL);
+        const acks = redis.duplicate();
         try {
           const keys = redisKeys(cfg.TIDEMARK_NAMESPACE);
           await redis.sadd(keys.revoked, id);
-          // API processes keep a mirror of the set; they learn of the change here.
-          await redis.publish(keys.revocations, id);
+          // API threads keep a mirror of the set and learn of the change here; each answers
+          // once its mirror has it, and the command returns when all that heard it have (at
+          // most REVOKE_ACK_WAIT_MS: a thread that does not answer catches the change on its
+          // next background Redis call), so the next request to any API process is refused.
+          let heard = 0;
+          let receivers = Infinity;
+          let done!: () => void;
+          const all = new Promise<void>((resolve) => (done = resolve));
+          acks.on('message', (_channel: string, acked: string) => {
+            if (acked === id && ++heard >= receivers) done();
+          });
+          await acks.subscribe(keys.revocationAcks);
+          receivers = await redis.publish(keys.revocations, id);
+          if (heard >= receivers) done();
+          await Promise.race([all, new Promise<void>((resolve) => setTimeout(resolve, REVOKE_ACK_WAIT_MS).unref())]);
         } finally {
+          acks.disconnect();
           redis.disconnect();
         }
         return { clientId: id, revoked: true };

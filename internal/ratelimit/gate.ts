@@ -330,6 +330,8 @@ export class Gate {
     sub.on('message', (_channel: string, clientId: string) => {
       this.revoked.add(clientId);
       this.buckets.drop(clientId);
+      // `client revoke` returns once every subscriber has said so (internal/cli/cli.ts).
+      this.redis.publish(this.keys.revocationAcks, clientId).catch(() => {});
     });
     sub.on('close', () => (this.mirrorReady = false));
     // ioredis subscribes again on reconnect; the set is then reloaded before the fast path resumes.
