@@ -11,6 +11,7 @@ import { CaseCounter, credHeaders, request } from './support/fuzz-kit';
 import { Redis } from 'ioredis';
 import { runCli } from '../internal/cli/cli';
 import { redisKeys } from '../internal/redis/redis';
+import { acksOf } from '../internal/redis/announce';
 
 const run = promisify(execFile);
 const cases = new CaseCounter();
@@ -110,7 +111,7 @@ test('client revoke returns once every subscribed API thread has the revocation 
       heard.push(id);
       setTimeout(() => {
         const p = new Redis(cfg.REDIS_URL);
-        void p.publish(keys.revocationAcks, id).finally(() => p.disconnect());
+        void p.publish(acksOf(keys.revocations), id).finally(() => p.disconnect());
       }, 400);
     });
     await slow.subscribe(keys.revocations);

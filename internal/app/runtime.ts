@@ -220,7 +220,7 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
     });
     const auth = new Authenticator(db);
     // A project changed (cli project update): this process drops its cached row at once.
-    projectWatch = watchProjectChanges(createRedis(cfg.REDIS_URL), keys, (projectId) => auth.forgetProject(projectId));
+    projectWatch = watchProjectChanges(createRedis(cfg.REDIS_URL), redis, keys, (projectId) => auth.forgetProject(projectId));
     gate = new Gate(redis, keys, { onAsyncError: () => metrics.degraded.inc({ dependency: 'redis' }) });
     // Ingest answers without waiting for Redis once the revocation mirror is loaded.
     await gate.start();

@@ -5,15 +5,15 @@ import type { Config } from '../config/config';
 import { OriginSyntaxError, parseAllowedOrigin } from '../auth/origins';
 import { hashSecret, generateSecret } from '../auth/secrets';
 import { connectRedis, redisKeys } from '../redis/redis';
-import { announceProjectChange } from '../auth/project-changes';
+import { announce as announceChange } from '../redis/announce';
 import { createClient, createProject, getProject, listClients, listProjects, revokeClient, updateProject, type ClientMode, type ProjectPatch } from '../store/accounts';
 import { createPool, ensureDatabase } from '../store/db';
 import { migrate } from '../store/migrate';
 
 export class UsageError extends Error {}
 
-/** How long `client revoke` waits for the API threads to say their mirrors have the revocation. */
-const REVOKE_ACK_WAIT_MS = 2_000;
+/** How long `client revoke` and `project update` wait for the API threads to say they have the change. */
+const ANNOUNCE_WAIT_MS = 2_000;
 
 const USAGE = `usage:
   cli project create --name NAME [--timezone IANA_TZ] [--origins https://a.example,https://b.example]
@@ -57,7 +57,7 @@ async function announce(cfg: Config, projectId: string): Promise<void> {
   try {
     const redis = await connectRedis(cfg.REDIS_URL);
     try {
-      await announceProjectChange(redis, redisKeys(cfg.TIDEMARK_NAMESPACE), projectId);
+      await announceChange(redis, redisKeys(cfg.TIDEMARK_NAMESPACE).projectChanges, projectId, ANNOUNCE_WAIT_MS);
     } finally {
       redis.disconnect();
     }
@@ -141,29 +141,14 @@ export async function runCli(argv: string[], cfg: Config): Promise<unknown> {
         const id = values.id?.trim();
         if (!id) throw new UsageError('client revoke needs --id');
         if (!(await revokeClient(db, id))) throw new UsageError(`no client with id "${id}"`);
-        // Every API process checks this set on each request: revocation holds at once.
+        // API threads keep a mirror of the set: the command returns once each has the client
+        // (internal/redis/announce.ts), so the next request to any API process is refused.
         const redis = await connectRedis(cfg.REDIS_URL);
-        const acks = redis.duplicate();
         try {
           const keys = redisKeys(cfg.TIDEMARK_NAMESPACE);
           await redis.sadd(keys.revoked, id);
-          // API threads keep a mirror of the set and learn of the change here; each answers
-          // once its mirror has it, and the command returns when all that heard it have (at
-          // most REVOKE_ACK_WAIT_MS: a thread that does not answer catches the change on its
-          // next background Redis call), so the next request to any API process is refused.
-          let heard = 0;
-          let receivers = Infinity;
-          let done!: () => void;
-          const all = new Promise<void>((resolve) => (done = resolve));
-          acks.on('message', (_channel: string, acked: string) => {
-            if (acked === id && ++heard >= receivers) done();
-          });
-          await acks.subscribe(keys.revocationAcks);
-          receivers = await redis.publish(keys.revocations, id);
-          if (heard >= receivers) done();
-          await Promise.race([all, new Promise<void>((resolve) => setTimeout(resolve, REVOKE_ACK_WAIT_MS).unref())]);
+          await announceChange(redis, keys.revocations, id, ANNOUNCE_WAIT_MS);
         } finally {
-          acks.disconnect();
           redis.disconnect();
         }
         return { clientId: id, revoked: true };

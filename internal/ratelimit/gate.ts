@@ -21,6 +21,7 @@
 // logged. X-RateLimit-Reset (and Retry-After) is the time until the oldest admitted request
 // leaves the window, i.e. until a refused client is admitted again.
 import type { Redis, RedisKeys } from '../redis/redis';
+import { acknowledge } from '../redis/announce';
 import { LocalBuckets, RATE_WINDOW_MS, type LeaseAnswer, type RateState, type TakeResult } from './lease';
 
 export type { RateState } from './lease';
@@ -330,8 +331,8 @@ export class Gate {
     sub.on('message', (_channel: string, clientId: string) => {
       this.revoked.add(clientId);
       this.buckets.drop(clientId);
-      // `client revoke` returns once every subscriber has said so (internal/cli/cli.ts).
-      this.redis.publish(this.keys.revocationAcks, clientId).catch(() => {});
+      // `client revoke` returns once every subscriber has said so (internal/redis/announce.ts).
+      acknowledge(this.redis, this.keys.revocations, clientId);
     });
     sub.on('close', () => (this.mirrorReady = false));
     // ioredis subscribes again on reconnect; the set is then reloaded before the fast path resumes.

@@ -14,8 +14,6 @@ export function redisKeys(ns: string) {
     revoked: `${ns}:revoked-clients`,
     /** Channel on which the CLI announces a revoked client id (API processes mirror the set). */
     revocations: `${ns}:revocations`,
-    /** Channel on which each API thread answers a revocation once its mirror has it (the CLI waits for them). */
-    revocationAcks: `${ns}:revocation-acks`,
     /** Pub/sub channel: a project row changed (cli project update); every API process drops its cached copy. */
     projectChanges: `${ns}:project-changes`,
     live: (projectId: string) => `${ns}:live:${projectId}`,

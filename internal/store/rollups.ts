@@ -181,7 +181,7 @@ async function refreshRound(db: Pool, c: PoolClient, timescale: boolean, opts: R
     }
     // Sketch hours something may have left (see the catalogue's `unions`): recomputed.
     const sketchFns = [...fnRelations].filter(([, rels]) => rels.some((r) => catalogueEntry(r)?.unions)).map(([fn]) => fn);
-    if (sketchFns.length) await refreshHours(c, sketchFns, sketchHours, false);
+    await refreshHours(c, sketchFns, sketchHours, false);
     // Every due hour's functions, then its shadow entry gone, hour after hour: one statement.
     await refreshHours(c, kinds.refreshFunctions, due.map((group) => group[0]!), true);
     if (recomputing) {
