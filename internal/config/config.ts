@@ -45,8 +45,10 @@ const EnvSchema = z.object({
    * How long a shard's batch smaller than WORKER_BATCH_MAX waits for more events after its
    * first one arrived, so a trickle shares one write transaction (less PostgreSQL CPU per
    * event; events become readable up to this much later). 0: each batch is written at once.
+   * 150 by default: bench/RESULTS.md "End to end: notes" (2026-11-28 12:20Z) measured a third
+   * to half the CPU per event at 500-2,000 events/s and the same capacity.
    */
-  WORKER_LINGER_MS: z.coerce.number().int().min(0).max(10_000).default(0),
+  WORKER_LINGER_MS: z.coerce.number().int().min(0).max(10_000).default(150),
   /**
    * Devices whose latest session a worker process keeps in memory, over all its shards (each
    * shard keeps its share, TIDEMARK_SHARDS of them; ~3 KB of heap per device). A device not
