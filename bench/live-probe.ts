@@ -5,8 +5,13 @@
 // runs it against /live so that the service's tail is not mixed with the in-process client's
 // (its fetch allocations and garbage collections run on the server's event loop).
 //
+// The warm-up runs for --warmup requests and at least --warmup-ms: on two cores the first
+// seconds of a fresh process (this one and a freshly started server) are V8 compiling the hot
+// path, with p99 1.5-3 ms against ~0.5 ms afterwards (2026-11-28, bench/RESULTS.md "/live
+// tail after a warm-up"); a dashboard polls a server that has long been running.
+//
 //   npx tsx bench/live-probe.ts --url http://127.0.0.1:PORT/insights/P/live \
-//     --client ID:SECRET [--client ID:SECRET ...] --n 4000 --warmup 100
+//     --client ID:SECRET [--client ID:SECRET ...] --n 4000 --warmup 100 --warmup-ms 3000
 import http from 'node:http';
 import { parseArgs } from 'node:util';
 import { percentile } from './query-support';
@@ -17,6 +22,7 @@ const { values } = parseArgs({
     client: { type: 'string', multiple: true, default: [] },
     n: { type: 'string', default: '4000' },
     warmup: { type: 'string', default: '100' },
+    'warmup-ms': { type: 'string', default: '3000' },
   },
 });
 if (!values.url) throw new Error('--url is required');
@@ -42,7 +48,8 @@ function get(): Promise<{ ok: boolean; ms: number }> {
   });
 }
 
-for (let i = 0; i < Number(values.warmup); i++) await get();
+const warmStart = performance.now();
+for (let i = 0; i < Number(values.warmup) || performance.now() - warmStart < Number(values['warmup-ms']); i++) await get();
 const times: number[] = [];
 let errors = 0;
 for (let i = 0; i < Number(values.n); i++) {
