@@ -28,6 +28,7 @@ import { parseArgs } from 'node:util';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { TestEnv, spawnApp, ROOT, NATS_URL, sleep, type Credentials } from '../test/support/harness';
+import { DEFAULT_SHARDS } from '../internal/config/config';
 import { openLoop, percentile, sequential, type LoadResult } from './openloop';
 import { stopChild } from '../test/support/private-services';
 import { machineInfo, writeSection, type Machine } from './run';
@@ -306,13 +307,13 @@ interface Step {
 }
 
 /**
- * A fresh TestEnv with `npm start` as a user runs it (cmd/all, 16 shards, plus `extra`), for
+ * A fresh TestEnv with `npm start` as a user runs it (cmd/all, TIDEMARK_SHARDS unset, plus `extra`), for
  * `fn`; the process is stopped (SIGTERM) and the database dropped afterwards.
  */
 export async function withNpmStart<T>(prefix: string, extra: Record<string, string>, fn: (env: TestEnv, app: Awaited<ReturnType<typeof spawnApp>>) => Promise<T>): Promise<T> {
   const env = await new TestEnv(prefix).setup();
   try {
-    const app = await spawnApp(env, 'all', { TIDEMARK_SHARDS: '16', LOG_LEVEL: 'warn', ...extra });
+    const app = await spawnApp(env, 'all', { TIDEMARK_SHARDS: '', LOG_LEVEL: 'warn', ...extra });
     try {
       return await fn(env, app);
     } finally {
@@ -426,8 +427,9 @@ export async function runE2e(o: E2eOptions): Promise<E2eResult> {
   o.log(`  bare uWS under wrk: ${Math.round(bareResult.rps)} req/s`);
 
   const env = await new TestEnv('e2e').setup();
-  // npm start as a user runs it (cmd/all: API + the worker role in its own thread), 16 shards.
-  const app = await spawnApp(env, 'all', { TIDEMARK_SHARDS: '16', LOG_LEVEL: 'warn' });
+  // npm start as a user runs it (cmd/all: API + the worker role in its own thread; a new
+  // stream, TIDEMARK_SHARDS unset: the default count).
+  const app = await spawnApp(env, 'all', { TIDEMARK_SHARDS: '', LOG_LEVEL: 'warn' });
   const pid = app.child.pid!;
   try {
     // Closed loop under wrk, as for bare.
@@ -525,7 +527,7 @@ const pct = (a: number, b: number) => `${((a / b) * 100).toFixed(0)}%`;
 export function e2eMarkdown(r: E2eResult, command: string): string {
   const L: string[] = ['## End to end', ''];
   L.push(`Command: \`${command}\``, '');
-  L.push(`Machine: ${r.machine.nproc} CPUs (\`nproc\`), ${r.machine.cpu}, Node ${r.machine.node}. Load average (1/5/15 min) before: ${r.machine.load}; after: ${r.machine.loadAfter ?? '?'}. Date: ${r.machine.date}. Everything on this one machine: Tidemark as \`npm start\` (cmd/all: API on the main thread, the worker role in a worker thread, 16 shards), PostgreSQL, NATS JetStream, Redis, and the load generators. Load: POST /track, a ~400-byte screen_view (URL with UTM, title, referrer, two properties) from ${DEVICES} devices (user-agent x client IP), a client without a rate limit.`, '');
+  L.push(`Machine: ${r.machine.nproc} CPUs (\`nproc\`), ${r.machine.cpu}, Node ${r.machine.node}. Load average (1/5/15 min) before: ${r.machine.load}; after: ${r.machine.loadAfter ?? '?'}. Date: ${r.machine.date}. Everything on this one machine: Tidemark as \`npm start\` (cmd/all: API on the main thread, the worker role in a worker thread, TIDEMARK_SHARDS unset: ${DEFAULT_SHARDS} shards for its new stream), PostgreSQL, NATS JetStream, Redis, and the load generators. Load: POST /track, a ~400-byte screen_view (URL with UTM, title, referrer, two properties) from ${DEVICES} devices (user-agent x client IP), a client without a rate limit.`, '');
   const cap = r.capacity;
   L.push('| | requests/s | ratio to bare uWS |', '|---|---:|---:|');
   L.push(`| bare uWS (bench/baseline-server.ts: 202 after reading the body), wrk ${r.options.wrkConnections} connections | ${f0(r.bare.rps)} | 100% |`);

@@ -1,4 +1,4 @@
-// WORKER_LINGER_MS A/B (issue 16): `npm start` (API + worker thread, 16 shards) started with
+// WORKER_LINGER_MS A/B (issue 16): `npm start` (API + worker thread, the default shard count) started with
 // each linger in turn, alternating, in one run on this machine. Per round:
 //   - sequential /track from one connection (producer latency p50/p99);
 //   - an open loop at a fixed rate (p50/p99 from the scheduled send time), then how long
@@ -99,7 +99,7 @@ const md = [
   '',
   `Machine: ${machine.nproc} CPUs, ${machine.cpu}, Node ${machine.node}; PostgreSQL, Redis and NATS on the same machine. Load average before: ${machine.load}; after: ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}. Date: ${machine.date}.`,
   '',
-  `\`npm start\` (16 shards) per linger, alternating; ${SEQ} sequential /track, then an open loop of ${RATE}/s for ${SECONDS} s (32 connections). CPU: µs per accepted event over the open loop and its drain.`,
+  `\`npm start\` (the default shard count) per linger, alternating; ${SEQ} sequential /track, then an open loop of ${RATE}/s for ${SECONDS} s (32 connections). CPU: µs per accepted event over the open loop and its drain.`,
   '',
   '| round | WORKER_LINGER_MS | sequential p50 ms | sequential p99 ms | open loop p50 ms | open loop p99 ms | accepted | non-2xx | readable after s | Tidemark µs/event | PostgreSQL µs/event |',
   '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',

@@ -85,11 +85,14 @@ export async function connectAll(cfg: Config, log: Logger): Promise<{ db: Pool; 
   let bus: Bus | undefined;
   try {
     bus = await Bus.connect({
-      url: cfg.NATS_URL, namespace: cfg.TIDEMARK_NAMESPACE, shards: cfg.TIDEMARK_SHARDS, maxAgeHours: cfg.STREAM_MAX_AGE_HOURS,
+      url: cfg.NATS_URL, namespace: cfg.TIDEMARK_NAMESPACE, shards: cfg.TIDEMARK_SHARDS, shardsExplicit: cfg.shardsExplicit, maxAgeHours: cfg.STREAM_MAX_AGE_HOURS,
       publishTimeoutMs: cfg.INGEST_PUBLISH_TIMEOUT_MS, streamReplicas: cfg.TIDEMARK_STREAM_REPLICAS,
     });
     const plan = await bus.ensureStream();
     if (plan.action === 'raise') log.info({ stream: bus.streamName, from: plan.from, replicas: plan.replicas }, 'stream replicas raised (TIDEMARK_STREAM_REPLICAS)');
+    const shards = bus.shardPlan;
+    if (shards?.action === 'change') log.warn({ stream: bus.streamName, from: shards.from, shards: shards.shards }, 'stream shard count changed (TIDEMARK_SHARDS; nothing was waiting)');
+    if (shards?.action === 'record') log.info({ stream: bus.streamName, shards: shards.shards }, 'stream shard count recorded');
     if (plan.action === 'keep-higher') {
       log.info({ stream: bus.streamName, replicas: plan.replicas, TIDEMARK_STREAM_REPLICAS: plan.wanted }, 'stream has more replicas than TIDEMARK_STREAM_REPLICAS; kept (never lowered)');
     }
@@ -124,6 +127,9 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
   });
   const metrics = createMetrics({ processMetrics: threadIndex === 0 });
   const { db, redis, bus, timescale } = await connectAll(cfg, log);
+  // The install's shard count, as the stream records it (planShards); threads started below
+  // are handed it.
+  cfg = { ...cfg, TIDEMARK_SHARDS: bus.shards, shardsExplicit: true };
   const keys = redisKeys(cfg.TIDEMARK_NAMESPACE);
   const salts = new SaltKeeper(redis, keys, pgSaltStore(db));
   let draining = false;

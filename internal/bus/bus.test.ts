@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { natsServers, planReplicas, shardOf } from './bus';
+import { natsServers, planReplicas, planShards, recordedShards, shardOf, UNRECORDED_SHARDS } from './bus';
 
 test('planReplicas: a new stream gets the replicas asked for', () => {
   assert.deepEqual(planReplicas(1, null), { action: 'create', replicas: 1 });
@@ -35,4 +35,29 @@ test('shardOf: stable and within range', () => {
     assert.ok(s >= 0 && s < 16);
     assert.equal(shardOf(id, 16), s);
   }
+});
+
+test('planShards: a new stream takes the count asked for (set or the default)', () => {
+  assert.deepEqual(planShards(4, false, undefined), { action: 'create', shards: 4 });
+  assert.deepEqual(planShards(16, true, undefined), { action: 'create', shards: 16 });
+});
+
+test('planShards: an existing stream keeps its recorded count unless another is set', () => {
+  assert.deepEqual(planShards(4, false, 16), { action: 'keep', shards: 16 });
+  assert.deepEqual(planShards(8, true, 8), { action: 'keep', shards: 8 });
+  assert.deepEqual(planShards(4, true, 16), { action: 'change', from: 16, shards: 4 });
+});
+
+test('planShards: a stream without a recorded count is the old default unless a count is set', () => {
+  assert.equal(UNRECORDED_SHARDS, 16);
+  assert.deepEqual(planShards(4, false, null), { action: 'record', shards: 16 });
+  assert.deepEqual(planShards(8, true, null), { action: 'record', shards: 8 });
+});
+
+test('recordedShards: read from the stream description; none without it', () => {
+  assert.equal(recordedShards('Tidemark events; shards=4'), 4);
+  assert.equal(recordedShards('Tidemark events; shards=16'), 16);
+  assert.equal(recordedShards(undefined), null);
+  assert.equal(recordedShards('an operator wrote this'), null);
+  assert.equal(recordedShards('reshards=3'), null);
 });

@@ -29,7 +29,10 @@ export interface BusOptions {
    * with fewer is raised, one with more (an operator's choice) is left as it is. Default 1.
    */
   streamReplicas?: number;
+  /** TIDEMARK_SHARDS: what the stream is created with, or asked of an existing one (planShards). */
   shards: number;
+  /** TIDEMARK_SHARDS was set (default true); unset, an existing stream's recorded count is taken. */
+  shardsExplicit?: boolean;
   /** Hours an unprocessed message is kept. */
   maxAgeHours: number;
   /** ms to wait for a JetStream ack before answering 503. */
@@ -64,6 +67,58 @@ export function planReplicas(wanted: number, existing: number | null): ReplicaPl
   return { action: 'keep', replicas: current };
 }
 
+/**
+ * The shard count of a stream made before counts were recorded: every earlier version's
+ * TIDEMARK_SHARDS default.
+ */
+export const UNRECORDED_SHARDS = 16;
+
+/** What ensureStream does with the shard count. */
+export type ShardPlan =
+  | { action: 'create'; shards: number }
+  | { action: 'keep'; shards: number }
+  /** A stream made before counts were recorded: its count is written down. */
+  | { action: 'record'; shards: number }
+  /** TIDEMARK_SHARDS asks for another count than the stream's: allowed once nothing is left unprocessed. */
+  | { action: 'change'; from: number; shards: number };
+
+/**
+ * The shard count rule. A device's shard is its id's hash modulo the count, and each worker
+ * consumes the shards below the count, so every process of an install must use the same
+ * count, and a count changed while messages wait would leave them on shards no worker
+ * reads. So the count is recorded in the stream (its description) when it is created; a
+ * process without TIDEMARK_SHARDS takes the recorded one (16 for a stream made before
+ * counts were recorded), one with another count asks for a change (refused by ensureStream
+ * while the stream holds unprocessed messages).
+ * `recorded`: undefined when there is no stream, null when it has no recorded count.
+ */
+export function planShards(asked: number, explicit: boolean, recorded: number | null | undefined): ShardPlan {
+  if (recorded === undefined) return { action: 'create', shards: asked };
+  if (recorded === null) return { action: 'record', shards: explicit ? asked : UNRECORDED_SHARDS };
+  if (!explicit || asked === recorded) return { action: 'keep', shards: recorded };
+  return { action: 'change', from: recorded, shards: asked };
+}
+
+const SHARDS_NOTE = /\bshards=(\d+)\b/;
+
+/** The shard count recorded in a stream's description, or null. */
+export function recordedShards(description: string | undefined): number | null {
+  const m = SHARDS_NOTE.exec(description ?? '');
+  return m ? Number(m[1]) : null;
+}
+
+/** TIDEMARK_SHARDS asks for another count than the stream's while messages wait. */
+export class ShardCountError extends Error {
+  constructor(readonly stream: string, readonly from: number, readonly shards: number, readonly waiting: string) {
+    super(
+      `stream ${stream} has ${from} shards and ${waiting}; TIDEMARK_SHARDS=${shards} would leave them on shards ` +
+        `no worker reads. Unset TIDEMARK_SHARDS (or set it to ${from}) to keep the stream's count; to change it, stop ` +
+        `every API process, let the workers empty the stream (consumer lag 0), then start everything with the new count ` +
+        `(docs/operating.md, "Scaling").`,
+    );
+  }
+}
+
 /** NATS_URL as the server list connect() takes: comma-separated, blanks ignored. */
 export function natsServers(url: string): string[] {
   return url.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
@@ -84,6 +139,9 @@ export class Bus {
   readonly streamName: string;
   readonly subjectPrefix: string;
   private readonly publisher: AckedPublisher;
+  private shardCount: number;
+  /** What the last ensureStream() did with the shard count. */
+  shardPlan: ShardPlan | null = null;
   private constructor(
     readonly nc: NatsConnection,
     readonly js: JetStreamClient,
@@ -93,6 +151,12 @@ export class Bus {
     this.streamName = `${opts.namespace}_events`;
     this.subjectPrefix = `${opts.namespace}.events`;
     this.publisher = new AckedPublisher(nc);
+    this.shardCount = opts.shards;
+  }
+
+  /** The install's shard count: TIDEMARK_SHARDS until ensureStream() settles it (planShards). */
+  get shards(): number {
+    return this.shardCount;
   }
 
   static async connect(opts: BusOptions): Promise<Bus> {
@@ -131,11 +195,13 @@ export class Bus {
 
   /**
    * Creates the stream, or updates its limits; its replicas follow planReplicas() (never
-   * lowered). Throws StreamReplicasError when JetStream cannot hold the replicas asked for.
+   * lowered), its shard count planShards() (`shards` afterwards). Throws StreamReplicasError
+   * when JetStream cannot hold the replicas asked for, ShardCountError when TIDEMARK_SHARDS
+   * asks to change the count while messages wait.
    */
   async ensureStream(): Promise<ReplicaPlan> {
     const wanted = this.opts.streamReplicas ?? 1;
-    const cfg = {
+    const base = {
       name: this.streamName,
       subjects: [`${this.subjectPrefix}.>`],
       retention: RetentionPolicy.Limits,
@@ -148,6 +214,12 @@ export class Bus {
     for (let attempt = 1; ; attempt++) {
       const existing = await this.streamInfo();
       const plan = planReplicas(wanted, existing?.config.num_replicas ?? null);
+      const shardPlan = planShards(this.opts.shards, this.opts.shardsExplicit ?? true, existing ? recordedShards(existing.config.description) : undefined);
+      if (shardPlan.action === 'change') {
+        const waiting = await this.unprocessed(shardPlan.from, existing!);
+        if (waiting) throw new ShardCountError(this.streamName, shardPlan.from, shardPlan.shards, waiting);
+      }
+      const cfg = { ...base, description: `Tidemark events; shards=${shardPlan.shards}` };
       // A single server refuses to create R3 but accepts raising a stream to it (and then
       // reports R3 while holding one copy): refused here the same way.
       if (plan.action === 'raise' && !existing?.cluster) {
@@ -156,6 +228,8 @@ export class Bus {
       try {
         if (plan.action === 'create') await this.jsm.streams.add({ ...cfg, num_replicas: plan.replicas });
         else await this.jsm.streams.update(this.streamName, { ...cfg, num_replicas: plan.replicas });
+        this.shardCount = shardPlan.shards;
+        this.shardPlan = shardPlan;
         return plan;
       } catch (err) {
         const msg = (err as Error).message;
@@ -164,6 +238,30 @@ export class Bus {
         throw err;
       }
     }
+  }
+
+  /**
+   * What of the stream's `shards` shards is not yet processed, as words ('' when nothing):
+   * each shard's consumer's undelivered and unacknowledged messages; a shard without a
+   * consumer counts as unprocessed when the stream holds any message (which shard a message
+   * is on is not looked up).
+   */
+  private async unprocessed(shards: number, info: StreamInfo): Promise<string> {
+    let pending = 0;
+    let unread = 0;
+    for (let shard = 0; shard < shards; shard++) {
+      try {
+        const c = await this.jsm.consumers.info(this.streamName, this.consumerName(shard));
+        pending += c.num_pending + c.num_ack_pending;
+      } catch (err) {
+        if (!/not found/i.test((err as Error).message)) throw err;
+        if (info.state.messages > 0) unread++;
+      }
+    }
+    const parts = [];
+    if (pending) parts.push(`${pending} messages not yet processed`);
+    if (unread) parts.push(`${unread} shards that no worker has read yet`);
+    return parts.join(' and ');
   }
 
   /** The stream's replicas, or null when it does not exist. */

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { defaultReadConcurrency, loadConfig } from './config';
+import { DEFAULT_SHARDS, defaultReadConcurrency, loadConfig } from './config';
 
 test('defaults match semantics.md "Running it"', () => {
   const c = loadConfig({});
@@ -9,6 +9,22 @@ test('defaults match semantics.md "Running it"', () => {
   assert.equal(c.NATS_URL, 'nats://127.0.0.1:4222');
   assert.equal(c.REDIS_URL, 'redis://127.0.0.1:6379');
   assert.equal(c.TIDEMARK_NAMESPACE, 'tidemark');
+});
+
+test('TIDEMARK_SHARDS: 4 for a new stream when unset (then the stream\'s recorded count wins); set, it is explicit', () => {
+  const unset = loadConfig({});
+  assert.equal(DEFAULT_SHARDS, 4);
+  assert.equal(unset.TIDEMARK_SHARDS, 4);
+  assert.equal(unset.shardsExplicit, false);
+  const set = loadConfig({ TIDEMARK_SHARDS: '16' });
+  assert.equal(set.TIDEMARK_SHARDS, 16);
+  assert.equal(set.shardsExplicit, true);
+  assert.throws(() => loadConfig({ TIDEMARK_SHARDS: '0' }), /TIDEMARK_SHARDS/);
+});
+
+test('WORKER_LINGER_MS: 150 by default, 0 turns it off', () => {
+  assert.equal(loadConfig({}).WORKER_LINGER_MS, 150);
+  assert.equal(loadConfig({ WORKER_LINGER_MS: '0' }).WORKER_LINGER_MS, 0);
 });
 
 test('a namespace that would break subjects is refused with the variable named', () => {

@@ -5,6 +5,9 @@ import { IP_HEADERS, type IpHeader } from '../ingest/client-ip';
 
 const intFrom = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
+/** TIDEMARK_SHARDS of a new stream when none is set (docs/operating.md "Scaling"). */
+export const DEFAULT_SHARDS = 4;
+
 /** Default of TIDEMARK_EXACT_VISITORS_MAX (sessions; see docs/insights-decisions.md). */
 export const DEFAULT_EXACT_VISITORS_MAX = 25_000;
 
@@ -25,7 +28,13 @@ const EnvSchema = z.object({
     .string()
     .regex(/^[a-zA-Z0-9_-]{1,32}$/, 'letters, digits, _ and - only (it prefixes NATS subjects and Redis keys)')
     .default('tidemark'),
-  TIDEMARK_SHARDS: intFrom(16, 1),
+  /**
+   * JetStream subject shards. Recorded in the stream when it is created; unset, a process
+   * takes the stream's count (4 for a new stream, 16 for one made before counts were
+   * recorded). Set to another count than the stream's, it is refused while the stream holds
+   * unprocessed messages (internal/bus/bus.ts, planShards).
+   */
+  TIDEMARK_SHARDS: intFrom(DEFAULT_SHARDS, 1),
   /** PostgreSQL connections per process (1 for single-connection engines such as PGlite). */
   DATABASE_POOL_MAX: intFrom(20, 1),
   GEOIP_CITY_PATH: z.string().optional(),
@@ -153,7 +162,10 @@ const EnvSchema = z.object({
     }),
 });
 
-export type Config = z.infer<typeof EnvSchema>;
+export type Config = z.infer<typeof EnvSchema> & {
+  /** TIDEMARK_SHARDS was set (absent: true, as for a Config built by hand). */
+  shardsExplicit?: boolean;
+};
 
 /** READ_CONCURRENCY's default: leave a core to ingest, NATS and Redis. */
 export function defaultReadConcurrency(cores = os.availableParallelism()): number {
@@ -183,7 +195,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new Error(`invalid configuration: ${lines.join('; ')}`);
   }
-  return parsed.data;
+  return { ...parsed.data, shardsExplicit: (env.TIDEMARK_SHARDS ?? '').trim() !== '' };
 }
 
 /**

@@ -182,7 +182,7 @@ export async function startTestWorker(env: TestEnv, o: {
   const bus = o.bus ? o.bus(c.bus) : c.bus;
   const deps = o.runner({ jobs });
   const manager = new ShardManager({
-    redis: c.redis, keys: redisKeys(env.namespace), shards: cfg.TIDEMARK_SHARDS, log, metrics, tickMs: o.tickMs,
+    redis: c.redis, keys: redisKeys(env.namespace), shards: c.bus.shards, log, metrics, tickMs: o.tickMs,
     start: (shard) => {
       const runner = new ShardRunner(shard, { ...deps, bus, db: c.db, enricher, partitions, log, metrics });
       runner.start();
@@ -203,7 +203,10 @@ export async function closeWorker(worker: TestWorker | undefined): Promise<void>
   await worker?.db.end();
 }
 
-/** A Tidemark in a child process (for SIGTERM / SIGKILL tests). Resolves once it listens. */
+/**
+ * A Tidemark in a child process (for SIGTERM / SIGKILL tests). Resolves once it listens. A
+ * variable given as '' in `extra` is left unset (e.g. TIDEMARK_SHARDS, to run as a user does).
+ */
 export async function spawnApp(
   env: TestEnv,
   script: 'all' | 'api' | 'worker',
@@ -213,7 +216,9 @@ export async function spawnApp(
   const port = 12000 + Math.floor(Math.random() * 18000);
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, `cmd/${script}/main.ts`)], {
     cwd: ROOT,
-    env: { ...process.env, ...env.env({ PORT: String(port), METRICS_PORT: String(port), LOG_LEVEL: 'info', ...extra }) },
+    env: Object.fromEntries(
+      Object.entries({ ...process.env, ...env.env({ PORT: String(port), METRICS_PORT: String(port), LOG_LEVEL: 'info', ...extra }) }).filter(([, v]) => v !== ''),
+    ),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
