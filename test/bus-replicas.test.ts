@@ -5,11 +5,9 @@
 // test/faults-nats-cluster.test.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
 import { Bus, StreamReplicasError } from '../internal/bus/bus';
 import { start } from '../internal/app/runtime';
-import { NATS_URL, TestEnv, uniqueName } from './support/harness';
+import { NATS_URL, TestEnv, dropStream, uniqueName } from './support/harness';
 
 async function withBus<T>(namespace: string, o: { replicas?: number; maxAgeHours?: number }, fn: (bus: Bus) => Promise<T>): Promise<T> {
   const bus = await Bus.connect({ url: NATS_URL, namespace, shards: 2, maxAgeHours: o.maxAgeHours ?? 24, streamReplicas: o.replicas });
@@ -18,12 +16,6 @@ async function withBus<T>(namespace: string, o: { replicas?: number; maxAgeHours
   } finally {
     await bus.drainAndClose();
   }
-}
-
-async function dropStream(namespace: string): Promise<void> {
-  const nc = await connect({ servers: NATS_URL });
-  await (await jetstreamManager(nc)).streams.delete(`${namespace}_events`).catch(() => {});
-  await nc.close();
 }
 
 test('single server: R1 by default, kept on restart; the configured limits follow the config, an operator\'s other edits survive', async () => {

@@ -11,7 +11,7 @@ import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstre
 import { Bus, ShardCountError, UNRECORDED_SHARDS } from '../internal/bus/bus';
 import { DEFAULT_SHARDS, loadConfig } from '../internal/config/config';
 import { start } from '../internal/app/runtime';
-import { NATS_URL, TestEnv, post, uniqueName, waitFor } from './support/harness';
+import { NATS_URL, TestEnv, dropStream, post, uniqueName, waitFor } from './support/harness';
 import { UAS } from './support/sessions-traffic';
 
 async function withBus<T>(namespace: string, shards: number, explicit: boolean, fn: (bus: Bus) => Promise<T>): Promise<T> {
@@ -30,12 +30,6 @@ async function description(namespace: string): Promise<string | undefined> {
   } finally {
     await nc.close();
   }
-}
-
-async function dropStream(namespace: string): Promise<void> {
-  const nc = await connect({ servers: NATS_URL });
-  await (await jetstreamManager(nc)).streams.delete(`${namespace}_events`).catch(() => {});
-  await nc.close();
 }
 
 const ns = () => uniqueName('bussh').replace(/_/g, '-');

@@ -143,6 +143,13 @@ export class TestEnv {
   }
 }
 
+/** Deletes a namespace's JetStream stream (none is fine). */
+export async function dropStream(namespace: string): Promise<void> {
+  const nc = await connect({ servers: NATS_URL });
+  await (await jetstreamManager(nc)).streams.delete(`${namespace}_events`).catch(() => {});
+  await nc.close();
+}
+
 /** A running in-process Tidemark. */
 export async function startApp(env: TestEnv, roles: Roles = { api: true, worker: true }, extra: Record<string, string> = {}): Promise<Running & { url: string }> {
   const running = await start(env.config(extra), roles);
