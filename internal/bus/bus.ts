@@ -139,7 +139,6 @@ export class Bus {
   readonly streamName: string;
   readonly subjectPrefix: string;
   private readonly publisher: AckedPublisher;
-  private shardCount: number;
   /** What the last ensureStream() did with the shard count. */
   shardPlan: ShardPlan | null = null;
   private constructor(
@@ -151,12 +150,11 @@ export class Bus {
     this.streamName = `${opts.namespace}_events`;
     this.subjectPrefix = `${opts.namespace}.events`;
     this.publisher = new AckedPublisher(nc);
-    this.shardCount = opts.shards;
   }
 
   /** The install's shard count: TIDEMARK_SHARDS until ensureStream() settles it (planShards). */
   get shards(): number {
-    return this.shardCount;
+    return this.shardPlan?.shards ?? this.opts.shards;
   }
 
   static async connect(opts: BusOptions): Promise<Bus> {
@@ -228,7 +226,6 @@ export class Bus {
       try {
         if (plan.action === 'create') await this.jsm.streams.add({ ...cfg, num_replicas: plan.replicas });
         else await this.jsm.streams.update(this.streamName, { ...cfg, num_replicas: plan.replicas });
-        this.shardCount = shardPlan.shards;
         this.shardPlan = shardPlan;
         return plan;
       } catch (err) {

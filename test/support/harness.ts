@@ -128,10 +128,7 @@ export class TestEnv {
     await admin.connect();
     await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(this.dbName)} WITH (FORCE)`).catch(() => {});
     await admin.end();
-    const nc = await connect({ servers: NATS_URL });
-    const jsm = await jetstreamManager(nc);
-    await jsm.streams.delete(`${this.namespace}_events`).catch(() => {});
-    await nc.close();
+    await dropStream(this.namespace);
     const redis = new Redis(REDIS_URL);
     let cursor = '0';
     do {
