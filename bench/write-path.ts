@@ -2,7 +2,8 @@
 // B screen views from D devices through processOps + commitShardBatch, concurrently, into a
 // scratch database, for a fixed number of events. Reports events/s and the CPU time the
 // PostgreSQL backends of this run spent per event (from /proc/<backend pid>/stat, so other
-// users of the same server do not count). A diagnostic: capacity is judged by bench/e2e.ts.
+// users of the same server do not count), and this process's own CPU per event (the worker's side:
+// enrich, sessionize, build and send the writes). A diagnostic: capacity is judged by bench/e2e.ts.
 //
 //   npx tsx bench/write-path.ts [--shards 16] [--batch 34] [--devices 512] [--events 20000]
 //                               [--concurrency N]  (at most N commits in flight; default shards)
@@ -75,6 +76,7 @@ try {
   };
   const perShard = Math.ceil(EVENTS / SHARDS);
   const cpu0 = pids.map(cpuSeconds);
+  const own0 = process.cpuUsage();
   const t0 = performance.now();
   let stored = 0;
   await Promise.all(Array.from({ length: SHARDS }, async (_, shard) => {
@@ -95,10 +97,13 @@ try {
   }));
   const seconds = (performance.now() - t0) / 1000;
   const pgCpu = pids.map(cpuSeconds).reduce((a, b, i) => a + b - cpu0[i]!, 0);
+  const own = process.cpuUsage(own0);
   const rows = (await env.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE name = $1', ['screen_view'])).rows[0]!.n;
   console.log(JSON.stringify({
     shards: SHARDS, batch: BATCH, eventsOnly: EVENTS_ONLY, concurrency: CONCURRENCY, devices: DEVICES, events: stored, stored: rows,
     eventsPerSecond: Math.round(stored / seconds), pgCpuUsPerEvent: Math.round((pgCpu / stored) * 1e6),
+    // This process: making the ops (small), enrich, sessionize and the worker's side of the writes.
+    workerCpuUsPerEvent: Math.round((own.user + own.system) / stored),
   }));
   await pool.end();
 } finally {
