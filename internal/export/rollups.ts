@@ -8,13 +8,11 @@
 // rolled-up hour lies inside one answer bucket (chartSpan, countHours). Distinct counts are not
 // additive over hours (./sketches.ts).
 import { RESERVED_EVENT_NAMES } from '../model/event';
-import type { SqlParams } from '../query/filters';
+import { compileAll, indexed, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import { EVENT_ROLLUP_DIMENSIONS, type ReadPath, type ReadRequest, type ReadSource, type ReadTarget } from '../query/planner';
+import { EVENT_ROLLUP_DIMENSIONS, pairRelation, type ReadPath, type ReadRequest, type ReadSource, type ReadTarget, type RollupRelation } from '../query/planner';
 import type { ChartSegment } from './params';
 import { edges, layerCtes, perRow, rawParts, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
-import { columnPlanOf, columnRows } from './column';
-import { cubePlanOf, cubeRows } from './cube';
 
 export const HOUR_MS = 3_600_000;
 
@@ -143,25 +141,43 @@ export function chartedWhere(alias: string, p: SqlParams): string[] {
 }
 
 /**
- * The rows the planner's source (internal/query/planner.ts) keeps for `q`: events_hourly and
- * event_counts_daily (below), one column's rollups (./column.ts) or the event cube (./cube.ts).
+ * The rows of `q` per layer of the planner's source, from the tables its catalogue entry names
+ * (internal/query/planner.ts, SourceTables): key columns seen under the events' column names, so
+ * that the filters, compiled by name, test them as they test events (columns are NOT NULL, ''
+ * a value); a chart's charted events, a totalCount's every event (a relation of charted events
+ * only with its `uncharted` rows beside it, on the days complete in both lists; without them,
+ * no days and the hours read flat).
  */
 export function layerRows(source: ReadSource, q: RowQuery, p: SqlParams): LayerRows {
-  if (source.family === 'event_column') return columnRows(columnPlanOf(source, q.breakdown)!, q, p);
-  if (source.family === 'event_cube') return cubeRows(cubePlanOf(q.filters, q.breakdown), q, p);
-  if (source.family !== 'events') throw new Error(`not an event-count source: ${source.id}`);
-  // events_hourly: per hour, name and bot flag, every event; no filters (the planner's entry).
-  if (q.every) {
-    // No daily layer holds every event: the unlogged hours are read flat.
-    return { hours: { flat: 'events_hourly', where: namesWhere('r', q.names, p) }, value: null };
-  }
-  const hourWhere = [`x.project_id = ${q.project}`, 'x.bucket = hrs.h', ...chartedWhere('x', p), ...namesWhere('x', q.names, p)];
-  // event_counts_daily of dimension '': only charted events by construction (sql/014).
-  const dayWhere = [`x.project_id = ${q.project}`, `x.dimension = ${p.add('')}`, 'x.bucket = days.lo', ...namesWhere('x', q.names, p)];
+  const { days, daily, hourly, uncharted } = source.tables;
+  if (!days || !daily || hourly === 'raw') throw new Error(`not an event-count source: ${source.id}`);
+  // Identifier: a group key of the entry, a column of its rows.
+  const value = q.breakdown === undefined ? null : `r.${q.breakdown}`;
+  const every = q.every && !daily.every ? uncharted : undefined;
+  if (q.every && !daily.every && !uncharted) return { hours: { flat: hourly.table, where: namesWhere('r', q.names, p) }, value };
+  const day = pairRelation(source, [...q.filters.map((f) => f.name), ...(q.breakdown === undefined ? [] : [q.breakdown])]) ?? daily;
+  const rows = (relations: RollupRelation[], at: string): string => {
+    const where = (rel: RollupRelation) => [
+      `x.project_id = ${q.project}`, ...Object.entries(rel.match ?? {}).map(([k, v]) => `x.${k} = ${p.add(v)}`), `x.bucket = ${at}`,
+      ...(rel.every && !q.every ? chartedWhere('x', p) : []), ...namesWhere('x', q.names, p),
+    ];
+    if (!relations[0]!.as) {
+      const filters = q.filters.length ? [compileAll(indexed(q.filters), 'x', p)] : [];
+      return `SELECT * FROM ${relations[0]!.table} x WHERE ${[...where(relations[0]!), ...filters].join(' AND ')}`;
+    }
+    // Identifiers: the catalogue's column names.
+    const renamed = relations.map((rel) => `SELECT x.name, x.count, ${Object.entries(rel.as!).map(([k, n]) => `x.${k} AS ${n}`).join(', ')} FROM ${rel.table} x WHERE ${where(rel).join(' AND ')}`);
+    return `SELECT * FROM (${renamed.join(' UNION ALL ')} OFFSET 0) x
+          WHERE ${compileAll(indexed(q.filters), 'x', p)}`;
+  };
   return {
-    days: { list: 'event_counts_days', rows: `SELECT * FROM event_counts_daily x WHERE ${dayWhere.join(' AND ')}` },
-    hours: `SELECT * FROM events_hourly x WHERE ${hourWhere.join(' AND ')}`,
-    value: q.breakdown === 'name' ? 'r.name' : null,
+    days: {
+      list: every ? `(SELECT c.project_id, c.bucket, c.hours FROM ${days} c
+        JOIN ${every.days} u ON u.project_id = c.project_id AND u.bucket = c.bucket AND u.hours = c.hours)` : days,
+      rows: rows([day, ...(every ? [every.daily] : [])], 'days.lo'),
+    },
+    hours: rows([hourly, ...(every ? [every.hourly] : [])], 'hrs.h'),
+    value,
   };
 }
 
