@@ -1,23 +1,15 @@
 // Layered event-count reads of the export (internal/query/layered.ts, one statement each): a
-// chart series (groupedSql) and /export/events meta.totalCount (totalCountSql), built once per
-// shape. The planner's source (internal/query/planner.ts) gives the rows of each layer
-// (layerRows): events_hourly and event_counts_daily (sql/009, sql/014) below, one column's
-// rollups (./column.ts) or the event cube (./cube.ts). Complete local days inside one chart
-// bucket read daily rows, the other unlogged whole UTC hours hourly rows, the logged hours and
-// the partial hours at either edge raw events, the same for all. Exact as long as every
-// rolled-up hour lies inside one answer bucket (chartSpan, countHours). Distinct counts are not
-// additive over hours (./sketches.ts).
+// chart series (groupedSql) and /export/events meta.totalCount (totalCountSql), over the rows
+// the planner's source keeps (layerRows, from its catalogue entry's tables). Exact as long as
+// every rolled-up hour lies inside one answer bucket (chartSpan, countHours).
 import { RESERVED_EVENT_NAMES } from '../model/event';
 import { compileAll, indexed, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import { EVENT_ROLLUP_DIMENSIONS, pairRelation, type ReadPath, type ReadRequest, type ReadSource, type ReadTarget, type RollupRelation } from '../query/planner';
+import { pairRelation, type ReadPath, type ReadRequest, type ReadSource, type ReadTarget, type RollupRelation } from '../query/planner';
 import type { ChartSegment } from './params';
 import { edges, layerCtes, perRow, rawParts, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
 
 export const HOUR_MS = 3_600_000;
-
-/** The columns with an events_<column>_hourly rollup (same list as sql/009_event_rollups.sql). */
-export { EVENT_ROLLUP_DIMENSIONS };
 
 /**
  * What a chart series of `segment` asks the planner for (internal/query/planner.ts): event
