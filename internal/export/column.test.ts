@@ -133,7 +133,7 @@ describe('column rollups: plans', () => {
         breakdowns: breakdown === undefined ? [] : [breakdown], wholeHours: true,
       });
       if (source?.family !== 'event_column') return null;
-      return { column: source.column, value: layerRows(source, { project: '$1', names: [], filters, breakdown, every: false }, new SqlParams()).value };
+      return { column: source.id.slice('event_column:'.length), value: layerRows(source, { project: '$1', names: [], filters, breakdown, every: false }, new SqlParams()).value };
     };
     assert.equal(columnPlan([], undefined), null);
     assert.equal(columnPlan([], 'city'), null);

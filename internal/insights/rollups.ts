@@ -58,6 +58,9 @@ export function planFor(
   return planRead(insightsRequest(filters, target, { path, wholeHours: wholeHoursOf(period) })) ? 'rollup' : 'raw';
 }
 
+/** The conditions on a relation's fixed keys (alias r). */
+const matching = (rel: RollupRelation, b: Bound) => Object.entries(rel.match ?? {}).map(([k, v]) => `r.${k} = ${b.params.add(v)}`);
+
 /** A rollup relation's rows seen with the read's column names (value AS city, prefix AS country). */
 function view(rel: RollupRelation): string {
   // Identifiers: the catalogue's column names.
@@ -149,7 +152,6 @@ export function rollupMetricsSql(
   const b = bind(scope, params);
   const filter = source.family !== 'sessions';
   const pair = source.family === 'session_pair_metrics';
-  const dimension = source.dimension;
   const starts = `${params.add(buckets.map((x) => x.toISOString()))}::timestamptz[]`;
   const sketches = counting.sketches && Number.isFinite(counting.exactMax);
   // The filters (if any), once per place they apply: rollup rows, raw tail, exact count, sketches.
@@ -231,15 +233,10 @@ export function rollupMetricsSql(
       ),`;
   // Filtered: the sketches of the rollup rows meeting the filters, hour by hour (sql/010).
   // (built only when used: every params.add() must be referenced by the statement)
-  const filteredSketches = (dimension: SessionDimension) => `
+  const filteredSketches = (rel: RollupRelation) => `
       sketches AS (
         SELECT width_bucket(r.bucket, ${starts}) AS bucket, r.visitors AS sketch
-        FROM ${view({ table: 'rollup_visitor_values_hourly', as: (source.tables.hourly as RollupRelation).as! })} r
-        WHERE r.project_id = ${b.project} AND r.dimension = ${params.add(dimension)}
-          AND r.bucket >= ${b.start} AND r.bucket < ${b.end}
-          AND r.bucket NOT IN (SELECT inv.bucket FROM inv)
-          AND ${where('r')}
-          AND NOT ${exact}
+        FROM ${unloggedRows(layersOf(b), view(rel), [...matching(rel, b), where('r'), `NOT ${exact}`])}
         UNION ALL
         ${loggedSketches(where('s'))}
       ),`;
@@ -249,7 +246,7 @@ export function rollupMetricsSql(
         SELECT width_bucket(parts.hour, ${starts}) AS bucket, parts.visitors AS sketch FROM parts WHERE NOT ${exact}
       ),`;
   const sketchVisitors = sketches
-    ? `,${pair ? pairSketches : dimension ? filteredSketches(dimension) : periodSketches}
+    ? `,${pair ? pairSketches : source.tables.visitors ? filteredSketches(source.tables.visitors) : periodSketches}
       -- one union per series bucket, then the total from those
       bucket_sketches AS MATERIALIZED (
         SELECT sketches.bucket, hll_union_agg(sketches.sketch) AS sketch
@@ -441,7 +438,7 @@ function sessionParts(
   // Per day or hour: an index probe each (joined flat, the planner scanned every hourly row of
   // the cube and tested each against the days: 0.6 s at 10M events).
   const rows = (rel: RollupRelation, layer: 'days' | 'hrs') => perRow(layer, `SELECT * FROM ${view(rel)} r
-          WHERE ${[`r.project_id = ${b.project}`, ...Object.entries(rel.match ?? {}).map(([k, v]) => `r.${k} = ${b.params.add(v)}`), `r.bucket = ${START[layer]}`, where('r')].join(' AND ')}`, 'r');
+          WHERE ${[`r.project_id = ${b.project}`, ...matching(rel, b), `r.bucket = ${START[layer]}`, where('r')].join(' AND ')}`, 'r');
   if (hourly === 'raw' && !days) throw new Error(`no sessions read over ${source.id}`);
   if (!days) {
     const layers = layersOf(b);

@@ -113,7 +113,8 @@ export interface RollupRelation {
  * Where a source's rows are, layer by layer (internal/query/layered.ts): the complete local days
  * listed in `days` read `daily` (or, naming at most two cube dimensions, that pair's rows of the
  * `pairs` table: pair, a, b), the other hours `hourly` ('raw': the raw rows of each hour).
- * `uncharted`: the rows of the events these leave out, which a totalCount adds.
+ * `uncharted`: the rows of the events these leave out, which a totalCount adds; `visitors`: the
+ * hourly visitor sketches of the same keys (hll), which metrics read above the exact threshold.
  */
 export interface SourceTables {
   days?: string;
@@ -121,6 +122,7 @@ export interface SourceTables {
   pairs?: RollupRelation;
   hourly: RollupRelation | 'raw';
   uncharted?: { days: string; daily: RollupRelation; hourly: RollupRelation };
+  visitors?: RollupRelation;
 }
 
 export interface ReadSource {
@@ -147,13 +149,6 @@ export interface ReadSource {
   maxKeyBytes?: number;
   /** Position in the catalogue (smallest first). */
   rank: number;
-  /** session_dimension: the dimension (value) whose rollup this is. */
-  dimension?: SessionDimension;
-  /** session_dimension_pair: the wide dimension and the cube dimension of the rows. */
-  wide?: WideDimension;
-  cube?: CubeDimension;
-  /** event_column: the column. */
-  column?: RollupColumn;
 }
 
 const set = <T extends string = string>(...names: readonly T[]): ReadonlySet<T> => new Set(names);
@@ -179,9 +174,10 @@ function sessionEntries(): Entry[] {
   // One dimension's rollup: value = the dimension, prefix = its parent. It serves the reads
   // that name the dimension: metrics filtered on it (and its parent), its breakdown.
   for (const d of SESSION_DIMENSIONS) {
+    const as = { value: d, ...(DIMENSION_PREFIX[d] ? { prefix: DIMENSION_PREFIX[d] } : {}) };
     out.push({
-      id: `session_dimension:${d}`, family: 'session_dimension', side: 'sessions', dimension: d,
-      tables: { hourly: { table: `rollup_${d}_hourly`, as: { value: d, ...(DIMENSION_PREFIX[d] ? { prefix: DIMENSION_PREFIX[d] } : {}) } } },
+      id: `session_dimension:${d}`, family: 'session_dimension', side: 'sessions',
+      tables: { hourly: { table: `rollup_${d}_hourly`, as }, visitors: { table: 'rollup_visitor_values_hourly', match: { dimension: d }, as } },
       filterKeys: set(d, ...parentOf(d)), groupKeys: set(d), named: [d], maxBreakdowns: 1,
       measures: measures('metrics', 'breakdown'), grain: 'hour', needs: [],
     });
@@ -211,7 +207,7 @@ function sessionEntries(): Entry[] {
     for (const c of cubes) {
       const keys = set(w, ...parentOf(w), c);
       out.push({
-        id: `session_dimension_pair:${w},${c}`, family: 'session_dimension_pair', side: 'sessions', wide: w, cube: c,
+        id: `session_dimension_pair:${w},${c}`, family: 'session_dimension_pair', side: 'sessions',
         tables: {
           days: 'rollup_session_dim_pairs_days', hourly: 'raw',
           daily: { table: 'rollup_session_dim_pairs_daily', match: { pair: `${w},${c}` }, as: { a: w, b: c, ...(parent && parent !== c ? { a_prefix: parent } : {}) } },
@@ -241,7 +237,7 @@ function eventEntries(): Entry[] {
   // serve the reads naming the column (fewer rows than the cube, which holds nine columns).
   for (const c of columns) {
     out.push({
-      id: `event_column:${c}`, family: 'event_column', side: 'events', column: c,
+      id: `event_column:${c}`, family: 'event_column', side: 'events',
       tables: {
         days: 'event_counts_days', daily: { table: 'event_counts_daily', match: { dimension: c }, as: { value: c } },
         hourly: { table: `events_${c}_hourly`, as: { value: c } },
