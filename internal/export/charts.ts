@@ -260,7 +260,7 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
       const rows = layerRows(read.source, { project, names: item.name === '*' ? [] : [item.name], filters: q.filters, breakdown: breakdowns[0]?.name, every: false }, p);
       grouped = groupedSql(rows, { ...layer, project, span: read.span }, p);
     } else if (read.kind === 'propertyRollup') {
-      grouped = propertyRollupGroupedSql(read.span, read.key, breakdowns[0]?.name, { ...layer, segment: item.segment, rawNumber: v }, p);
+      grouped = propertyRollupGroupedSql(read.source, read.span, read.key, breakdowns[0]?.name, { ...layer, segment: item.segment, rawNumber: v }, p);
     } else {
       const bucket = bucketExpr();
       const sets = breakdowns.length ? `(${[bucket, ...bExprs].join(', ')}), (${bExprs.join(', ')})` : `(${bucket}), ()`;

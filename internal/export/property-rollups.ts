@@ -4,6 +4,7 @@
 // answers are the raw ones (docs/export.md, "Property segments from rollups"). A layered read
 // without days; the hours logged or listed in event_properties_raw_hours for the key read raw.
 import type { SqlParams } from '../query/filters';
+import type { ReadSource, RollupRelation } from '../query/planner';
 import type { ChartSegment } from './params';
 import { rawParts, unloggedRows, type Layers } from '../query/layered';
 import { chartBounds, seriesOfParts, type ChartWindow } from './rollups';
@@ -40,6 +41,7 @@ export interface PropertyRollupOptions {
  * there is a breakdown, n (events with a numeric value) and value (text).
  */
 export function propertyRollupGroupedSql(
+  source: ReadSource,
   span: { from: Date; to: Date },
   propertyKey: string,
   breakdown: string | undefined,
@@ -69,7 +71,7 @@ export function propertyRollupGroupedSql(
         GROUP BY ${b ? '1, 2' : '1'}`;
   return seriesOfParts(layers, b, combine, [
     `SELECT width_bucket(r.bucket, ${starts}) AS bucket${b ? `, ${value} AS b0` : ''}, r.count AS n, r.sum AS s, r.min AS mn, r.max AS mx
-        FROM ${unloggedRows(layers, 'event_properties_hourly', rollupWhere)}`,
+        FROM ${unloggedRows(layers, (source.tables.hourly as RollupRelation).table, rollupWhere)}`,
     ...rawParts(layers, {
       columns: `s.created_at${b ? `, ${opts.rawValue} AS b0` : ''}, ${opts.rawNumber} AS v`, table: 'events s', where: opts.rawWhere, time: 's.created_at', head, tail,
     }, rawPart),

@@ -22,7 +22,7 @@ import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
 import { layerCtes, perRow, rawParts, unionAll, type Layers } from '../query/layered';
-import { HLL_PARAMS, planRead, type ReadPath, type ReadSource } from '../query/planner';
+import { HLL_PARAMS, planRead, type ReadPath, type ReadSource, type RollupRelation, type SourceTables } from '../query/planner';
 import { chartBounds, chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow } from './rollups';
 
 /** Segments answered from the sketches above the threshold. */
@@ -31,6 +31,8 @@ export const SKETCH_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['user', 'sess
 export interface SketchPlan {
   /** Whole hours inside the window. */
   span: { from: Date; to: Date };
+  /** The sketches' entry (event_sketches). */
+  sketches: ReadSource;
   /** The source of the series' exact event counts per bucket and breakdown value (the event rollups). */
   counts: ReadSource;
   /** The source of its exact event count over the window, without breakdown (the threshold). */
@@ -55,13 +57,14 @@ export function chartSketchPlan(
   if (!SKETCH_SEGMENTS.has(segment) || !span) return null;
   // The planner's choice (internal/query/planner.ts); whether the sketches exist is checked
   // with the threshold, in one statement (sketchDecisionSql).
-  if (planRead(chartRequest(window, 'distinctCount', filters, breakdowns, path))?.family !== 'event_sketches') return null;
+  const sketches = planRead(chartRequest(window, 'distinctCount', filters, breakdowns, path));
+  if (sketches?.family !== 'event_sketches') return null;
   // The exact event counts (the threshold and the ranks) from the event rollups.
   const counts = planRead(chartRequest(window, 'eventCount', filters, breakdowns, path));
   const total = breakdowns.length ? planRead(chartRequest(window, 'eventCount', filters, [], path)) : counts;
   if (counts?.family !== 'events' && counts?.family !== 'event_column') return null;
   if (total?.family !== 'events') return null;
-  return { span, counts, total, breakdown: breakdowns[0]?.name };
+  return { span, sketches, counts, total, breakdown: breakdowns[0]?.name };
 }
 
 export interface SketchSeriesOptions {
@@ -87,7 +90,7 @@ export function sketchDecisionSql(plan: SketchPlan, opts: Pick<SketchSeriesOptio
   const project = p.add(opts.projectId);
   const rows = layerRows(plan.total, { project, names: opts.name === '*' ? [] : [opts.name], filters: [], breakdown: undefined, every: false }, p);
   const grouped = groupedSql(rows, { ...opts, project, span: plan.span, rawValue: null }, p);
-  return `SELECT to_regclass('events_sketches_days') IS NOT NULL AS sketches,
+  return `SELECT to_regclass('${plan.sketches.tables.days}') IS NOT NULL AS sketches,
       (SELECT g.n FROM (${grouped}) g WHERE g.bucket IS NULL)::text AS n`;
 }
 
@@ -138,17 +141,18 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
   // of their hours logged, from the daily sketches; the other hours not logged, only between
   // the first and last hour with sketch rows (long periods, little data), from the hourly ones;
   // the logged hours and the partial edge hours from raw events.
-  const rowsOf = (dim: string) => `(SELECT ${dim}(r.bucket) FROM events_sketches_hourly r WHERE r.project_id = ${project} AND r.dimension = ${dimension})`;
+  const { days, daily, hourly } = plan.sketches.tables as Required<Pick<SourceTables, 'days' | 'daily'>> & { hourly: RollupRelation };
+  const rowsOf = (dim: string) => `(SELECT ${dim}(r.bucket) FROM ${hourly.table} r WHERE r.project_id = ${project} AND r.dimension = ${dimension})`;
   const layers: Layers = {
     project, from, to,
-    days: { table: 'events_sketches_days', starts },
+    days: { table: days, starts },
     hours: { held: { lo: `greatest(${from}, ${rowsOf('min')})`, hi: `least(${to} - interval '1 hour', ${rowsOf('max')})` } },
   };
   const parts = [
     `SELECT days.bucket, ${rowValue} AS b0, ${sketch} AS h
-        FROM ${perRow('days', `SELECT * FROM events_sketches_daily r WHERE ${rowWhere.join(' AND ')} AND r.bucket = days.lo`, 'r')}`,
+        FROM ${perRow('days', `SELECT * FROM ${daily.table} r WHERE ${rowWhere.join(' AND ')} AND r.bucket = days.lo`, 'r')}`,
     `SELECT width_bucket(hrs.h, ${starts}), ${rowValue}, ${sketch}
-        FROM ${perRow('hrs', `SELECT * FROM events_sketches_hourly r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h`, 'r')}`,
+        FROM ${perRow('hrs', `SELECT * FROM ${hourly.table} r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h`, 'r')}`,
     ...rawParts(layers, {
       columns: `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`, table: 'events s', where: `${opts.rawWhere}${rawCond}`, time: 's.created_at', head, tail,
     }, rawPart),

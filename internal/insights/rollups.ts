@@ -291,17 +291,17 @@ export function rollupMetricsSql(
 /**
  * Pages over the rollups plus the raw views of the log's hours: columns origin, path,
  * sessions, entries, bounces, timed_views, duration_ms, views, title; sorted and paged as the raw
- * query (sessions DESC, path, origin in byte order). Layered (internal/query/layered.ts) with
- * the period's whole UTC days as its days: a whole UTC day with no hour in the log reads its
- * rollup_pages_daily rows, the period's other hours not in the log their rollup_pages_hourly
- * rows (an index probe per hour); the log's hours read raw sessions and their screen views. The title of each row of the page is the latest
- * titled view among those three sources (title indexes read backwards).
+ * query (sessions DESC, path, origin in byte order). Layered with the period's whole UTC days as
+ * its days (the daily rows' days), the other unlogged hours per hour, the log's hours raw
+ * sessions and their screen views. The title of each row of the page is the latest titled view
+ * among those three sources (title indexes read backwards).
  */
 export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: number, offset: number, screenView: string): string {
   const b = bind(scope, params);
+  const { daily, hourly } = readSource('pages').tables as { daily: RollupRelation; hourly: RollupRelation };
   // screenView is a constant of ours (SCREEN_VIEW), inlined for the partial indexes' predicate.
   const view = `'${screenView.replace(/'/g, "''")}'`;
-  // rollup_pages_daily holds whole UTC days: every such day of the period is a day of the layers.
+  // The daily rows are of whole UTC days: every such day of the period is a day of the layers.
   const utcDays = `(SELECT ${b.project}::text AS project_id, d AS bucket, 24 AS hours
         FROM generate_series(date_trunc('day', ${b.start}, 'UTC'), ${b.end} - interval '1 microsecond', interval '1 day') AS d)`;
   const days = '(SELECT array_agg(days.lo) FROM days)::timestamptz[]';
@@ -338,13 +338,13 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
         SELECT r.origin COLLATE "C" AS origin, r.path COLLATE "C" AS path,
                sum(r.sessions) AS sessions, sum(r.entries) AS entries, sum(r.bounces) AS bounces,
                sum(r.timed_views) AS timed_views, sum(r.duration_ms) AS duration_ms, sum(r.views) AS views
-        FROM rollup_pages_daily r
+        FROM ${daily.table} r
         WHERE r.project_id = ${b.project} AND r.bucket = ANY (${days})
         GROUP BY r.origin COLLATE "C", r.path COLLATE "C"
         UNION ALL
         SELECT r.origin COLLATE "C", r.path COLLATE "C",
                sum(r.sessions), sum(r.entries), sum(r.bounces), sum(r.timed_views), sum(r.duration_ms), sum(r.views)
-        FROM ${perRow('hrs', `SELECT * FROM rollup_pages_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
+        FROM ${perRow('hrs', `SELECT * FROM ${hourly.table} x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
         GROUP BY r.origin COLLATE "C", r.path COLLATE "C"
         UNION ALL
         -- per page, then per (page, session) first: the distinct counts without sorting
@@ -370,7 +370,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
       SELECT r.origin, r.path, r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views,
              coalesce((
                SELECT t.title FROM (
-                 (SELECT x.title, x.title_at AS at, x.title_id AS id FROM rollup_pages_daily x
+                 (SELECT x.title, x.title_at AS at, x.title_id AS id FROM ${daily.table} x
                   WHERE x.project_id = ${b.project}
                     AND x.path = r.path COLLATE "default" AND x.origin = r.origin COLLATE "default"
                     AND x.title <> ''
@@ -378,7 +378,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
                   ORDER BY x.title_at DESC, x.title_id DESC
                   LIMIT 1)
                  UNION ALL
-                 (SELECT x.title, x.title_at, x.title_id FROM rollup_pages_hourly x
+                 (SELECT x.title, x.title_at, x.title_id FROM ${hourly.table} x
                   WHERE x.project_id = ${b.project}
                     AND x.path = r.path COLLATE "default" AND x.origin = r.origin COLLATE "default"
                     AND x.title <> ''
