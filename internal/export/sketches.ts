@@ -1,23 +1,9 @@
 // Distinct counts of /export/charts (user, session, user_average) from HyperLogLog sketches
-// (sql/011_event_sketches.sql), when the planner gives the series event_sketches and the
-// window holds more than `exactVisitorsMax` events of it (counted exactly from the event
-// rollups); else the raw path counts exactly. docs/export.md, "Distinct counts", has the
-// eligibility, the error bound, and why one_event_per_user and group stay raw.
-//
-// One statement (one snapshot):
-//   counts  exact event counts per (bucket, value) and per value (groupedSql of the event
-//           rollups): the event count `n` ranks the breakdown values exactly as the raw path
-//           does, and is the numerator of user_average;
-//   top     the `limit` values with most events (or the given ones for a previous period);
-//   sk      per series bucket and top value: the daily sketches of the complete local
-//           days (events_sketches_days) that lie inside the bucket with none of their hours
-//           in rollup_invalidations, the hourly sketches of the other whole UTC hours not
-//           in the log, and sketches hashed on the fly from the raw events of the logged
-//           hours and of the partial hours at both edges;
-//   est     their union per (bucket, value) and per value over the whole window, read with
-//           tm_visitors_estimate() (bias-corrected; exact up to 1280 distinct values per
-//           union, else a relative standard error of at most 1%, 99.7% within 3%), and
-//           capped at `n` (there are never more distinct users or sessions than events).
+// (sql/011), when the planner gives the series event_sketches and the window holds more than
+// `exactVisitorsMax` events of it; else the raw path counts exactly (docs/export.md, "Distinct
+// counts"). One statement: `counts` (exact event counts from the event rollups: they rank the
+// values and are user_average's numerator), `top` (the values kept), `sk` (the layers' sketches,
+// raw hours hashed on the fly), `est` (their unions, tm_visitors_estimate, capped at the count).
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';

@@ -70,8 +70,8 @@ interface QueryContext {
    */
   source: ReadSource | null;
   /**
-   * The visitor sketches of the source exist (hll extension installed): rollup_visitor_values_hourly
-   * (sql/010) for a dimension's rollup, rollup_visitors_hourly (sql/008) for the others.
+   * The visitor sketches of the source exist (hll extension installed): its entry's
+   * `tables.visitors` (sql/010) for a dimension's rollup, rollup_visitors_hourly (sql/008) else.
    */
   sketches: boolean;
 }
@@ -344,7 +344,7 @@ async function runInsightsQuery<T>(
     const source = planRead(insightsRequest(params.filters, target, {
       path: options.path, wholeHours: wholeHoursOf(period), hll: setup?.pair_metrics === true,
     }));
-    const sketches = (source?.family === 'session_dimension' ? setup?.value_sketches : setup?.sketches) === true;
+    const sketches = (source?.tables.visitors ? setup?.value_sketches : setup?.sketches) === true;
     const filters = splitFilters(params.filters);
     return query({ db, projectId, period, filters, source, sketches, ...page });
   }, OPTIONAL_ROLLUPS);
