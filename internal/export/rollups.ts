@@ -146,7 +146,11 @@ export function layerRows(source: ReadSource, q: RowQuery, p: SqlParams): LayerR
   // Identifier: a group key of the entry, a column of its rows.
   const value = q.breakdown === undefined ? null : `r.${q.breakdown}`;
   const every = q.every && !daily.every ? uncharted : undefined;
-  if (q.every && !daily.every && !uncharted) return { hours: { flat: hourly.table, where: namesWhere('r', q.names, p) }, value };
+  if (q.every && !daily.every && !uncharted) {
+    // Read flat: the relation's rows as stored, so only a source without renamed keys or filters.
+    if (hourly.as || q.filters.length) throw new Error(`no totalCount over ${source.id}`);
+    return { hours: { flat: hourly.table, where: namesWhere('r', q.names, p) }, value };
+  }
   const day = pairRelation(source, [...q.filters.map((f) => f.name), ...(q.breakdown === undefined ? [] : [q.breakdown])]) ?? daily;
   const rows = (relations: RollupRelation[], at: string): string => {
     const where = (rel: RollupRelation) => [
