@@ -178,17 +178,11 @@ export function layerRows(source: ReadSource, q: RowQuery, p: SqlParams): LayerR
 }
 
 /**
- * The `grouped` part of a chart series read in layers (internal/query/layered.ts), same
- * columns and grouping sets as the raw one: bucket (1-based width_bucket index; NULL on the
- * total rows), b0 when there is a breakdown, n (events) and value (text). Complete local days
- * inside one chart bucket, none of their hours logged, from `rows.days`; the span's other hours
- * that are not logged from `rows.hours` (one index probe per hour, only between the first and
- * last hour with events: long periods with little data probe few hours); logged hours and the
- * partial hours at either edge from raw events.
- *
- * `rawWhere`: the conditions of the raw query (alias `s`: project, window, not bots, not
- * session_start/session_end, the item's name, the filters); `rawValue`: the raw breakdown
- * expression.
+ * The `grouped` part of a chart series read in layers, same columns and grouping sets as the raw
+ * one: bucket (1-based width_bucket index; NULL on the total rows), b0 with a breakdown, n
+ * (events) and value (text). The hourly layer probes only the hours between the first and the
+ * last with events (long periods with little data probe few). `rawWhere` / `rawValue`: the raw
+ * query's conditions and breakdown expression (alias `s`).
  */
 export function groupedSql(
   rows: LayerRows,
@@ -248,13 +242,10 @@ export function seriesOfParts(layers: Layers, b: boolean, value: string, parts: 
 }
 
 /**
- * One statement giving `n` (text): the events matching `rawWhere` (alias `e`: project,
- * start/end, names and the filters) at or before the anchor (`atOrBefore`, alias `e`), read in
- * layers (internal/query/layered.ts) over `span` (from null: all before `to`): the complete
- * days none of whose hours is logged from `rows.days`, the span's other unlogged hours from
- * `rows.hours` (per hour with events in events_hourly: few rows per hour, however long and
- * sparse the span, and a totalCount without start may reach back years; or flat), raw events
- * for the logged hours, the head before the span and the tail from its end.
+ * One statement giving `n` (text): the events matching `rawWhere` (alias `e`) at or before the
+ * anchor (`atOrBefore`), in layers over `span` (from null: all before `to`); the hourly layer
+ * probes only the hours with events in events_hourly (a totalCount without start may reach back
+ * years), or reads flat; raw events for the logged hours, the head and the tail.
  */
 export function totalCountSql(
   rows: LayerRows,
