@@ -14,7 +14,7 @@ import pg from 'pg';
 import { getChart } from '../internal/export/charts';
 import { getEventsPage } from '../internal/export/events';
 import { parseChartParams, parseEventsParams } from '../internal/export/params';
-import { EVENT_ROLLUP_DIMENSIONS } from '../internal/export/rollups';
+import { EVENT_ROLLUP_DIMENSIONS } from '../internal/query/planner';
 import { migrate } from '../internal/store/migrate';
 import { refreshRollups } from '../internal/store/rollups';
 import type { Pool } from '../internal/store/db';
@@ -72,7 +72,7 @@ const CHART_QUERIES: Record<string, string>[] = [
   { range: 'last24h', series: s([{ name: '*' }]), breakdowns: s([{ name: 'name' }]) },
   { startDate: '2026-06-02', endDate: '2026-06-09', interval: 'hour', series: s([{ name: 'click' }]), breakdowns: s([{ name: 'browser' }]) },
   { range: '7d', series: s([{ name: '*', segment: 'user' }]), breakdowns: s([{ name: 'country' }]) },
-  // filtered on one column: that column's daily rows and hourly continuous aggregate (internal/export/column.ts)
+  // filtered on one column: that column's daily rows and hourly continuous aggregate (the event_column entry)
   { range: '7d', series: s([{ name: '*' }]), breakdowns: s([{ name: 'city' }]), filters: s([{ name: 'city', operator: 'isNot', value: ['Berlin'] }]) },
   { startDate: '2026-06-02', endDate: '2026-06-09', interval: 'hour', series: s([{ name: '*' }]), breakdowns: s([{ name: 'name' }]), filters: s([{ name: 'path', operator: 'contains', value: ['doc', 'pri'] }]) },
   // filtered on three cube columns: the event cube's full-combination days (sql/017) and hours

@@ -1,53 +1,7 @@
-// GET /export/charts: aggregated time series of events, per series item and breakdown
-// value, in OpenPanel's chart response shape (packages/db/src/engine/format.ts of
-// Openpanel-dev/openpanel: series[] {id, names, event, metrics, data[]} + metrics).
-//
-// Decisions:
-// - Events counted: this project's, created in the period [start, end), not bots, never
-//   the service's own session_start/session_end (as in insights; naming one in a series is
-//   a 400). `name: "*"` is every other event. The item's `filters` and the top-level
-//   `filters` (both as in insights, evaluated on each event's own columns) must all hold.
-// - Period: `range` / `startDate` / `endDate` exactly as insights (internal/query/period):
-//   default range 7d, buckets aligned in the project's timezone, `date` = the bucket's
-//   start instant in ISO 8601 (UTC). `interval` overrides the insights bucket rule
-//   (minute, hour, day, week starting Monday, month); at most 3000 buckets, else 400.
-// - Segments (the value of each data point, and of metrics.count over the whole period):
-//   event = count of events; user = distinct profile_id; session = distinct session_id;
-//   user_average = events / distinct profile_id; one_event_per_user = each profile counted
-//   once, in the bucket (and breakdown value) of its latest matching event (OpenPanel's
-//   DISTINCT ON (profile_id) ... ORDER BY created_at DESC), so buckets sum to the distinct
-//   users of the period; property_sum / property_average / property_min / property_max over
-//   the numeric values of `properties ->> key` (JSON numbers and numeric strings; events
-//   without a numeric value are left out, as OpenPanel's `IS NOT NULL AND notEmpty`);
-//   group = distinct group ids in the events' `groups`.
-// - Breakdowns: `[{name}]`, up to 3, over the filterable columns and properties.<key> (a
-//   missing property is ''). One series per item and breakdown value combination; the
-//   combinations are the `limit` (default 100, max 1000) with the most events (OpenPanel's
-//   top-N subquery), ordered by event count desc, then value (byte order). An item with
-//   breakdowns but no events gives one all-zero series without breakdown values (OpenPanel
-//   re-queries without breakdowns); without breakdowns an item always gives one series.
-//   `names` = [event name, ...breakdown values] ('' values are kept, unlike OpenPanel which
-//   drops empty labels, so names always has 1 + breakdowns entries when there is data).
-// - Empty buckets are 0. Values are exact numbers (no rounding) as in OpenPanel.
-// - Which series read rollups (event counts, property aggregates; distinct counts from sketches
-//   above TIDEMARK_EXACT_VISITORS_MAX events) is the read planner's choice (seriesRead,
-//   chartSketchPlan; docs/export.md). Rollup answers are the raw ones (tested both ways); the
-//   sketches' are within their documented bound. one_event_per_user and group are always raw.
-// - Series metrics as OpenPanel's format(): sum = sum of the data points (rounded to 2
-//   decimals); average = mean of the NON-ZERO data points (OpenPanel's average() skips
-//   zeros), 2 decimals, 0 when all are zero; min / max over all data points; count = the
-//   segment's total over the whole period (OpenPanel's total_count: e.g. distinct users of
-//   the period for `user`, not the sum of the daily distinct users). The top-level metrics
-//   are sum / average / min / max over every data point of every series (no count).
-// - previous=true: the period of equal length just before (same number of local days for
-//   calendar periods, same duration for 30min/lastHour/last24h), bucketed the same way and
-//   paired with the current buckets by position (OpenPanel: data[index]). data[].previous
-//   and metrics.previous.{sum,average,min,max,count} are OpenPanel's getPreviousMetric:
-//   {diff: |current - previous| / previous * 100 rounded to 1 decimal (null when previous
-//   is 0 or equal), state: positive | negative | neutral, value: previous}. The previous
-//   period is computed for the current series' breakdown values only.
-// - Series ids follow OpenPanel: `<slug(name)>-<A|B|...>-<names joined by ->` (made unique
-//   with a `~n` suffix); event = {id: item id or A, B, ..., name, breakdowns?}.
+// GET /export/charts: aggregated time series of events, per series item and breakdown value, in
+// OpenPanel's chart response shape. docs/export.md ("GET /export/charts" and "Chart decisions")
+// has the segments, breakdowns, metrics, previous periods and ids; which series read rollups is
+// the read planner's choice (seriesRead, chartSketchPlan).
 import { BadRequestError } from '../http/errors';
 import { exactVisitorsMaxOf, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
 import { compileAll, indexed, SqlParams } from '../query/filters';
@@ -57,7 +11,7 @@ import { propertyKey, PROPERTY_SEGMENTS, type ChartInterval, type ChartParams, t
 import { checkRegexes, num, withRead } from '../query/lookups';
 import { chartedWhere, chartRequest, chartSpan, groupedSql, layerRows, namesWhere, SEGMENT_TARGETS, type ChartWindow } from './rollups';
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
-import { propertyRollupGroupedSql, propertyRollupOf, type PropertyRollupPlan } from './property-rollups';
+import { propertyRollupGroupedSql } from './property-rollups';
 import { planRead, type ReadPath, type ReadSource } from '../query/planner';
 import { checkChartShape, minMax, ResponseBudget, textBytes } from './budget';
 import { Slicer } from '../http/json';
@@ -243,16 +197,13 @@ function seriesWhere(q: SeriesQuery, p: SqlParams): { where: string; v: string }
 
 /** Where a series of a common segment (not one_event_per_user or group) reads its whole hours. */
 export type SeriesRead =
-  | { kind: 'layered'; source: ReadSource; span: { from: Date; to: Date } }
-  | { kind: 'propertyRollup'; plan: PropertyRollupPlan }
+  | { kind: 'layered' | 'propertyRollup'; source: ReadSource; span: { from: Date; to: Date }; key: string }
   | { kind: 'raw' };
 
 /**
- * The read that answers the series exactly: the planner's source (internal/query/planner.ts,
- * one rule over the read catalogue) for its event counts or property aggregates: the event
- * rollups (./rollups.ts), a column's rollups (./column.ts) or the event cube (./cube.ts), read
- * in layers; the property rollups (./property-rollups.ts); else raw. Distinct counts read raw
- * here (exact); the sketches replace them above the threshold (sketchPlanFor).
+ * The read that answers the series exactly: the planner's source for its event counts (layered,
+ * ./rollups.ts layerRows) or property aggregates (./property-rollups.ts), else raw. Distinct
+ * counts read raw here (exact); the sketches replace them above the threshold (sketchPlanFor).
  */
 export function seriesRead(
   window: ChartWindow,
@@ -266,16 +217,8 @@ export function seriesRead(
   if (!span || (target !== 'eventCount' && target !== 'propertyAggregate')) return { kind: 'raw' };
   const key = target === 'propertyAggregate' && item.property !== undefined ? propertyKey(item.property) : undefined;
   const source = planRead(chartRequest(window, target, filters, breakdowns, path, key));
-  switch (source?.family) {
-    case 'events':
-    case 'event_column':
-    case 'event_cube':
-      return { kind: 'layered', source, span };
-    case 'event_properties':
-      return { kind: 'propertyRollup', plan: propertyRollupOf(span, key!, breakdowns[0]?.name) };
-    default:
-      return { kind: 'raw' };
-  }
+  // The entries measuring event counts are read in layers; the one measuring property aggregates, its rollups.
+  return source ? { kind: target === 'eventCount' ? 'layered' : 'propertyRollup', source, span, key: key ?? '' } : { kind: 'raw' };
 }
 
 /**
@@ -317,7 +260,7 @@ function seriesSql(q: SeriesQuery, p: SqlParams, sketch: SketchPlan | null = nul
       const rows = layerRows(read.source, { project, names: item.name === '*' ? [] : [item.name], filters: q.filters, breakdown: breakdowns[0]?.name, every: false }, p);
       grouped = groupedSql(rows, { ...layer, project, span: read.span }, p);
     } else if (read.kind === 'propertyRollup') {
-      grouped = propertyRollupGroupedSql(read.plan, { ...layer, segment: item.segment, rawNumber: v }, p);
+      grouped = propertyRollupGroupedSql(read.source, read.span, read.key, breakdowns[0]?.name, { ...layer, segment: item.segment, rawNumber: v }, p);
     } else {
       const bucket = bucketExpr();
       const sets = breakdowns.length ? `(${[bucket, ...bExprs].join(', ')}), (${bExprs.join(', ')})` : `(${bucket}), ()`;

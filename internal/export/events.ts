@@ -1,18 +1,7 @@
-// GET /export/events: raw events of a project, newest first, a page at a time (JSON) or all
-// of them as a stream of NDJSON lines. docs/export.md has the parameters, the fields each
-// include adds and the paging rules. Rows carry `title` beside the base fields (a stored
-// field no include group names: leaving it out would lose data in a raw export).
-//
-// Pagination: a walk is anchored at the newest matching (created_at, id) when it starts, so
-// later events never shift its pages; totalCount counts the events at or before the anchor
-// (from the rollups where the planner finds a source: countAtOrBefore). `cursor` (opaque:
-// anchor, last row, page, totalCount and a fingerprint of the query) continues by keyset,
-// (created_at, id) < last row, at constant cost, carrying totalCount; `page=N` without a
-// cursor reads with OFFSET below an anchor taken now. A cursor used with a different query
-// (project, event, profileId, start, end, filters, limit) is a 400.
-//
-// NDJSON: every matching event, same shape and order, read with a server-side cursor in
-// batches over one read-only transaction (one snapshot), so memory stays at one batch.
+// GET /export/events: raw events of a project, newest first, a page at a time (JSON: anchored,
+// OFFSET or keyset cursor) or all of them as NDJSON from a server-side cursor in one snapshot.
+// docs/export.md has the parameters, the includes and the paging rules. Rows carry `title`
+// beside the base fields (a stored field no include group names: leaving it out would lose data).
 import { createHash } from 'node:crypto';
 import Cursor from 'pg-cursor';
 import { BadRequestError } from '../http/errors';
@@ -323,14 +312,7 @@ async function pageByNumber(db: Queryable, q: EventQuery, fingerprint: string, p
   return page(rows, current, total, anchor, fingerprint, q.params);
 }
 
-/**
- * totalCount: the matching events at or before the anchor, from the planner's source
- * (internal/query/planner.ts). Without profileId: unfiltered, from the hourly event rollups
- * (./rollups.ts); filtered on one rolled-up column (and names), from that column's rollups
- * plus the rows of the events they leave out (./column.ts); on several cube columns (and
- * names), from the event cube (./cube.ts); always plus the raw edge and invalidated hours.
- * Otherwise, or with path 'raw', a count of the raw rows.
- */
+/** totalCount: the matching events at or before the anchor, from the planner's source in layers (./rollups.ts), else raw. */
 async function countAtOrBefore(
   db: Queryable,
   q: EventQuery,

@@ -16,7 +16,7 @@ import pg from 'pg';
 import { refreshRollups } from '../store/rollups';
 import { getChart, seriesRead, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
-import { EVENT_ROLLUP_DIMENSIONS } from './rollups';
+import { EVENT_ROLLUP_DIMENSIONS } from '../query/planner';
 import { bucketStarts, resolvePeriod } from '../query/period';
 import { coveringDesign } from '../../test/support/covering';
 import { createSqlDb, dropSqlDb, functionsSql, migrationFiles, migrationSql, logHour, searchParams, sparseHours } from '../../test/support/sql-db';

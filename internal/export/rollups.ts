@@ -1,25 +1,15 @@
 // Layered event-count reads of the export (internal/query/layered.ts, one statement each): a
-// chart series (groupedSql) and /export/events meta.totalCount (totalCountSql), built once per
-// shape. The planner's source (internal/query/planner.ts) gives the rows of each layer
-// (layerRows): events_hourly and event_counts_daily (sql/009, sql/014) below, one column's
-// rollups (./column.ts) or the event cube (./cube.ts). Complete local days inside one chart
-// bucket read daily rows, the other unlogged whole UTC hours hourly rows, the logged hours and
-// the partial hours at either edge raw events, the same for all. Exact as long as every
-// rolled-up hour lies inside one answer bucket (chartSpan, countHours). Distinct counts are not
-// additive over hours (./sketches.ts).
+// chart series (groupedSql) and /export/events meta.totalCount (totalCountSql), over the rows
+// the planner's source keeps (layerRows, from its catalogue entry's tables). Exact as long as
+// every rolled-up hour lies inside one answer bucket (chartSpan, countHours).
 import { RESERVED_EVENT_NAMES } from '../model/event';
-import type { SqlParams } from '../query/filters';
+import { compileAll, indexed, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import { EVENT_ROLLUP_DIMENSIONS, type ReadPath, type ReadRequest, type ReadSource, type ReadTarget } from '../query/planner';
+import { pairRelation, type ReadPath, type ReadRequest, type ReadSource, type ReadTarget, type RollupRelation } from '../query/planner';
 import type { ChartSegment } from './params';
 import { edges, layerCtes, perRow, rawParts, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
-import { columnPlanOf, columnRows } from './column';
-import { cubePlanOf, cubeRows } from './cube';
 
 export const HOUR_MS = 3_600_000;
-
-/** The columns with an events_<column>_hourly rollup (same list as sql/009_event_rollups.sql). */
-export { EVENT_ROLLUP_DIMENSIONS };
 
 /**
  * What a chart series of `segment` asks the planner for (internal/query/planner.ts): event
@@ -143,40 +133,56 @@ export function chartedWhere(alias: string, p: SqlParams): string[] {
 }
 
 /**
- * The rows the planner's source (internal/query/planner.ts) keeps for `q`: events_hourly and
- * event_counts_daily (below), one column's rollups (./column.ts) or the event cube (./cube.ts).
+ * The rows of `q` per layer of the planner's source, from the tables its catalogue entry names
+ * (internal/query/planner.ts, SourceTables): key columns seen under the events' column names, so
+ * that the filters, compiled by name, test them as they test events (columns are NOT NULL, ''
+ * a value); a chart's charted events, a totalCount's every event (a relation of charted events
+ * only with its `uncharted` rows beside it, on the days complete in both lists; without them,
+ * no days and the hours read flat).
  */
 export function layerRows(source: ReadSource, q: RowQuery, p: SqlParams): LayerRows {
-  if (source.family === 'event_column') return columnRows(columnPlanOf(source, q.breakdown)!, q, p);
-  if (source.family === 'event_cube') return cubeRows(cubePlanOf(q.filters, q.breakdown), q, p);
-  if (source.family !== 'events') throw new Error(`not an event-count source: ${source.id}`);
-  // events_hourly: per hour, name and bot flag, every event; no filters (the planner's entry).
-  if (q.every) {
-    // No daily layer holds every event: the unlogged hours are read flat.
-    return { hours: { flat: 'events_hourly', where: namesWhere('r', q.names, p) }, value: null };
+  const { days, daily, hourly, uncharted } = source.tables;
+  if (!days || !daily || hourly === 'raw') throw new Error(`not an event-count source: ${source.id}`);
+  // Identifier: a group key of the entry, a column of its rows.
+  const value = q.breakdown === undefined ? null : `r.${q.breakdown}`;
+  const every = q.every && !daily.every ? uncharted : undefined;
+  if (q.every && !daily.every && !uncharted) {
+    // Read flat: the relation's rows as stored, so only a source without renamed keys or filters.
+    if (hourly.as || q.filters.length) throw new Error(`no totalCount over ${source.id}`);
+    return { hours: { flat: hourly.table, where: namesWhere('r', q.names, p) }, value };
   }
-  const hourWhere = [`x.project_id = ${q.project}`, 'x.bucket = hrs.h', ...chartedWhere('x', p), ...namesWhere('x', q.names, p)];
-  // event_counts_daily of dimension '': only charted events by construction (sql/014).
-  const dayWhere = [`x.project_id = ${q.project}`, `x.dimension = ${p.add('')}`, 'x.bucket = days.lo', ...namesWhere('x', q.names, p)];
+  const day = pairRelation(source, [...q.filters.map((f) => f.name), ...(q.breakdown === undefined ? [] : [q.breakdown])]) ?? daily;
+  const rows = (relations: RollupRelation[], at: string): string => {
+    const where = (rel: RollupRelation) => [
+      `x.project_id = ${q.project}`, ...Object.entries(rel.match ?? {}).map(([k, v]) => `x.${k} = ${p.add(v)}`), `x.bucket = ${at}`,
+      ...(rel.every && !q.every ? chartedWhere('x', p) : []), ...namesWhere('x', q.names, p),
+    ];
+    if (!relations[0]!.as) {
+      const filters = q.filters.length ? [compileAll(indexed(q.filters), 'x', p)] : [];
+      return `SELECT * FROM ${relations[0]!.table} x WHERE ${[...where(relations[0]!), ...filters].join(' AND ')}`;
+    }
+    // Identifiers: the catalogue's column names.
+    const renamed = relations.map((rel) => `SELECT x.name, x.count, ${Object.entries(rel.as!).map(([k, n]) => `x.${k} AS ${n}`).join(', ')} FROM ${rel.table} x WHERE ${where(rel).join(' AND ')}`);
+    return `SELECT * FROM (${renamed.join(' UNION ALL ')} OFFSET 0) x
+          WHERE ${compileAll(indexed(q.filters), 'x', p)}`;
+  };
   return {
-    days: { list: 'event_counts_days', rows: `SELECT * FROM event_counts_daily x WHERE ${dayWhere.join(' AND ')}` },
-    hours: `SELECT * FROM events_hourly x WHERE ${hourWhere.join(' AND ')}`,
-    value: q.breakdown === 'name' ? 'r.name' : null,
+    days: {
+      list: every ? `(SELECT c.project_id, c.bucket, c.hours FROM ${days} c
+        JOIN ${every.days} u ON u.project_id = c.project_id AND u.bucket = c.bucket AND u.hours = c.hours)` : days,
+      rows: rows([day, ...(every ? [every.daily] : [])], 'days.lo'),
+    },
+    hours: rows([hourly, ...(every ? [every.hourly] : [])], 'hrs.h'),
+    value,
   };
 }
 
 /**
- * The `grouped` part of a chart series read in layers (internal/query/layered.ts), same
- * columns and grouping sets as the raw one: bucket (1-based width_bucket index; NULL on the
- * total rows), b0 when there is a breakdown, n (events) and value (text). Complete local days
- * inside one chart bucket, none of their hours logged, from `rows.days`; the span's other hours
- * that are not logged from `rows.hours` (one index probe per hour, only between the first and
- * last hour with events: long periods with little data probe few hours); logged hours and the
- * partial hours at either edge from raw events.
- *
- * `rawWhere`: the conditions of the raw query (alias `s`: project, window, not bots, not
- * session_start/session_end, the item's name, the filters); `rawValue`: the raw breakdown
- * expression.
+ * The `grouped` part of a chart series read in layers, same columns and grouping sets as the raw
+ * one: bucket (1-based width_bucket index; NULL on the total rows), b0 with a breakdown, n
+ * (events) and value (text). The hourly layer probes only the hours between the first and the
+ * last with events (long periods with little data probe few). `rawWhere` / `rawValue`: the raw
+ * query's conditions and breakdown expression (alias `s`).
  */
 export function groupedSql(
   rows: LayerRows,
@@ -236,13 +242,10 @@ export function seriesOfParts(layers: Layers, b: boolean, value: string, parts: 
 }
 
 /**
- * One statement giving `n` (text): the events matching `rawWhere` (alias `e`: project,
- * start/end, names and the filters) at or before the anchor (`atOrBefore`, alias `e`), read in
- * layers (internal/query/layered.ts) over `span` (from null: all before `to`): the complete
- * days none of whose hours is logged from `rows.days`, the span's other unlogged hours from
- * `rows.hours` (per hour with events in events_hourly: few rows per hour, however long and
- * sparse the span, and a totalCount without start may reach back years; or flat), raw events
- * for the logged hours, the head before the span and the tail from its end.
+ * One statement giving `n` (text): the events matching `rawWhere` (alias `e`) at or before the
+ * anchor (`atOrBefore`), in layers over `span` (from null: all before `to`); the hourly layer
+ * probes only the hours with events in events_hourly (a totalCount without start may reach back
+ * years), or reads flat; raw events for the logged hours, the head and the tail.
  */
 export function totalCountSql(
   rows: LayerRows,

@@ -19,7 +19,7 @@ import { bucketStarts, resolvePeriod } from '../query/period';
 import { refreshRollups } from '../store/rollups';
 import { getChart, type ChartResponse } from './charts';
 import { parseChartParams } from './params';
-import { EVENT_ROLLUP_DIMENSIONS } from './rollups';
+import { EVENT_ROLLUP_DIMENSIONS } from '../query/planner';
 import { chartSketchPlan } from './sketches';
 import { coveringDesign } from '../../test/support/covering';
 import { createSqlDb, dropSqlDb, logHour, searchParams, sparseHours } from '../../test/support/sql-db';

@@ -1,28 +1,14 @@
 // Distinct counts of /export/charts (user, session, user_average) from HyperLogLog sketches
-// (sql/011_event_sketches.sql), when the planner gives the series event_sketches and the
-// window holds more than `exactVisitorsMax` events of it (counted exactly from the event
-// rollups); else the raw path counts exactly. docs/export.md, "Distinct counts", has the
-// eligibility, the error bound, and why one_event_per_user and group stay raw.
-//
-// One statement (one snapshot):
-//   counts  exact event counts per (bucket, value) and per value (groupedSql of the event
-//           rollups): the event count `n` ranks the breakdown values exactly as the raw path
-//           does, and is the numerator of user_average;
-//   top     the `limit` values with most events (or the given ones for a previous period);
-//   sk      per series bucket and top value: the daily sketches of the complete local
-//           days (events_sketches_days) that lie inside the bucket with none of their hours
-//           in rollup_invalidations, the hourly sketches of the other whole UTC hours not
-//           in the log, and sketches hashed on the fly from the raw events of the logged
-//           hours and of the partial hours at both edges;
-//   est     their union per (bucket, value) and per value over the whole window, read with
-//           tm_visitors_estimate() (bias-corrected; exact up to 1280 distinct values per
-//           union, else a relative standard error of at most 1%, 99.7% within 3%), and
-//           capped at `n` (there are never more distinct users or sessions than events).
+// (sql/011), when the planner gives the series event_sketches and the window holds more than
+// `exactVisitorsMax` events of it; else the raw path counts exactly (docs/export.md, "Distinct
+// counts"). One statement: `counts` (exact event counts from the event rollups: they rank the
+// values and are user_average's numerator), `top` (the values kept), `sk` (the layers' sketches,
+// raw hours hashed on the fly), `est` (their unions, tm_visitors_estimate, capped at the count).
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
 import { layerCtes, perRow, rawParts, unionAll, type Layers } from '../query/layered';
-import { HLL_PARAMS, planRead, type ReadPath, type ReadSource } from '../query/planner';
+import { HLL_PARAMS, planRead, type ReadPath, type ReadSource, type RollupRelation, type SourceTables } from '../query/planner';
 import { chartBounds, chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow } from './rollups';
 
 /** Segments answered from the sketches above the threshold. */
@@ -31,6 +17,8 @@ export const SKETCH_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['user', 'sess
 export interface SketchPlan {
   /** Whole hours inside the window. */
   span: { from: Date; to: Date };
+  /** The sketches' entry (event_sketches). */
+  sketches: ReadSource;
   /** The source of the series' exact event counts per bucket and breakdown value (the event rollups). */
   counts: ReadSource;
   /** The source of its exact event count over the window, without breakdown (the threshold). */
@@ -55,13 +43,14 @@ export function chartSketchPlan(
   if (!SKETCH_SEGMENTS.has(segment) || !span) return null;
   // The planner's choice (internal/query/planner.ts); whether the sketches exist is checked
   // with the threshold, in one statement (sketchDecisionSql).
-  if (planRead(chartRequest(window, 'distinctCount', filters, breakdowns, path))?.family !== 'event_sketches') return null;
+  const sketches = planRead(chartRequest(window, 'distinctCount', filters, breakdowns, path));
+  if (sketches?.family !== 'event_sketches') return null;
   // The exact event counts (the threshold and the ranks) from the event rollups.
   const counts = planRead(chartRequest(window, 'eventCount', filters, breakdowns, path));
   const total = breakdowns.length ? planRead(chartRequest(window, 'eventCount', filters, [], path)) : counts;
   if (counts?.family !== 'events' && counts?.family !== 'event_column') return null;
   if (total?.family !== 'events') return null;
-  return { span, counts, total, breakdown: breakdowns[0]?.name };
+  return { span, sketches, counts, total, breakdown: breakdowns[0]?.name };
 }
 
 export interface SketchSeriesOptions {
@@ -87,7 +76,7 @@ export function sketchDecisionSql(plan: SketchPlan, opts: Pick<SketchSeriesOptio
   const project = p.add(opts.projectId);
   const rows = layerRows(plan.total, { project, names: opts.name === '*' ? [] : [opts.name], filters: [], breakdown: undefined, every: false }, p);
   const grouped = groupedSql(rows, { ...opts, project, span: plan.span, rawValue: null }, p);
-  return `SELECT to_regclass('events_sketches_days') IS NOT NULL AS sketches,
+  return `SELECT to_regclass('${plan.sketches.tables.days}') IS NOT NULL AS sketches,
       (SELECT g.n FROM (${grouped}) g WHERE g.bucket IS NULL)::text AS n`;
 }
 
@@ -138,17 +127,18 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
   // of their hours logged, from the daily sketches; the other hours not logged, only between
   // the first and last hour with sketch rows (long periods, little data), from the hourly ones;
   // the logged hours and the partial edge hours from raw events.
-  const rowsOf = (dim: string) => `(SELECT ${dim}(r.bucket) FROM events_sketches_hourly r WHERE r.project_id = ${project} AND r.dimension = ${dimension})`;
+  const { days, daily, hourly } = plan.sketches.tables as Required<Pick<SourceTables, 'days' | 'daily'>> & { hourly: RollupRelation };
+  const rowsOf = (dim: string) => `(SELECT ${dim}(r.bucket) FROM ${hourly.table} r WHERE r.project_id = ${project} AND r.dimension = ${dimension})`;
   const layers: Layers = {
     project, from, to,
-    days: { table: 'events_sketches_days', starts },
+    days: { table: days, starts },
     hours: { held: { lo: `greatest(${from}, ${rowsOf('min')})`, hi: `least(${to} - interval '1 hour', ${rowsOf('max')})` } },
   };
   const parts = [
     `SELECT days.bucket, ${rowValue} AS b0, ${sketch} AS h
-        FROM ${perRow('days', `SELECT * FROM events_sketches_daily r WHERE ${rowWhere.join(' AND ')} AND r.bucket = days.lo`, 'r')}`,
+        FROM ${perRow('days', `SELECT * FROM ${daily.table} r WHERE ${rowWhere.join(' AND ')} AND r.bucket = days.lo`, 'r')}`,
     `SELECT width_bucket(hrs.h, ${starts}), ${rowValue}, ${sketch}
-        FROM ${perRow('hrs', `SELECT * FROM events_sketches_hourly r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h`, 'r')}`,
+        FROM ${perRow('hrs', `SELECT * FROM ${hourly.table} r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h`, 'r')}`,
     ...rawParts(layers, {
       columns: `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`, table: 'events s', where: `${opts.rawWhere}${rawCond}`, time: 's.created_at', head, tail,
     }, rawPart),

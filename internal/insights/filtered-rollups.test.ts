@@ -300,10 +300,10 @@ function plannedFor(filters: readonly Filter[], target: PlanTarget) {
   const source = filters.length ? planRead(insightsRequest(filters, target, { wholeHours: true })) : null;
   const is = (family: string) => source?.family === family;
   return {
-    dimension: is('session_dimension') ? source!.dimension! : null,
+    dimension: is('session_dimension') ? source!.id.slice('session_dimension:'.length) : null,
     cube: is('session_cube'),
     pairMetrics: is('session_pair_metrics') ? cubePair(filters.map((x) => x.name as CubeDimension))!.key : null,
-    dimensionPair: is('session_dimension_pair') ? `${source!.wide!},${source!.cube!}` : null,
+    dimensionPair: is('session_dimension_pair') ? source!.id.slice('session_dimension_pair:'.length) : null,
   };
 }
 

@@ -1,26 +1,13 @@
-// Rollup-backed reads of insights: metrics (with the series and unique visitors), pages and
-// breakdowns, over the source the read planner chose (internal/query/planner.ts), in layers
-// (internal/query/layered.ts): rollup rows of the hours not in rollup_invalidations and the raw
-// `sessions` (for pages, and their screen views) of the logged hours, in one statement (one
-// snapshot: the worker's commit and the refresh each change the rows and the log together),
-// grouped exactly as the raw path groups. docs/insights-decisions.md has the sources, when
-// each is taken and the measurements.
-//
-// Filters are compiled by internal/query/filters.ts against rollup rows seen with the
-// dimensions' column names (named()), so they test them exactly as they test `sessions`
-// (dimension columns are NOT NULL, '' when unknown, and the rollups keep '' as a value).
-//
-// Unique visitors are not additive: exact (count DISTINCT over `sessions`) up to `exactMax`
-// sessions in the period (filtered or not) or without the hll extension, else unions of
-// HyperLogLog sketches (unfiltered: rollup_visitors_hourly and its UTC day parts; filtered:
-// rollup_visitor_values_hourly; pair metrics: their own). The choice is made inside the
-// statement from the period's session count (only the chosen branch runs).
+// Rollup-backed reads of insights (metrics with unique visitors, pages, breakdowns) over the
+// planner's source (internal/query/planner.ts), in layers (internal/query/layered.ts), in one
+// statement, grouped as the raw path groups. docs/insights-decisions.md, "Rollups" and "Unique
+// visitors", has the sources, the exact-or-sketch rule and the measurements.
 import { DIMENSION_PREFIX, type SessionDimension } from '../model/event';
 import { compileAll, type IndexedFilter, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import { layerCtes, perRow, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
 import type { Period } from '../query/period';
-import { cubePair, HLL_PARAMS, planRead, readSource, type CubeDimension, type CubePair, type ReadPath, type ReadRequest, type ReadSource } from '../query/planner';
+import { HLL_PARAMS, pairRelation, planRead, readSource, type ReadPath, type ReadRequest, type ReadSource, type RollupRelation } from '../query/planner';
 
 export { HLL_PARAMS };
 
@@ -71,14 +58,13 @@ export function planFor(
   return planRead(insightsRequest(filters, target, { path, wholeHours: wholeHoursOf(period) })) ? 'rollup' : 'raw';
 }
 
-/**
- * The rows of a relation with (prefix, value) keys, seen with the dimension's column names
- * (value AS <dimension>, prefix AS <parent>), so that compileAll() tests them exactly as it
- * tests `sessions`. Identifiers come from SESSION_DIMENSIONS / DIMENSION_PREFIX only.
- */
-function named(relation: string, dimension: SessionDimension): string {
-  const parent = DIMENSION_PREFIX[dimension];
-  return `(SELECT x.*, x.value AS ${dimension}${parent ? `, x.prefix AS ${parent}` : ''} FROM ${relation} x)`;
+/** The conditions on a relation's fixed keys (alias r). */
+const matching = (rel: RollupRelation, b: Bound) => Object.entries(rel.match ?? {}).map(([k, v]) => `r.${k} = ${b.params.add(v)}`);
+
+/** A rollup relation's rows seen with the read's column names (value AS city, prefix AS country). */
+function view(rel: RollupRelation): string {
+  // Identifiers: the catalogue's column names.
+  return rel.as ? `(SELECT x.*, ${Object.entries(rel.as).map(([k, n]) => `x.${k} AS ${n}`).join(', ')} FROM ${rel.table} x)` : rel.table;
 }
 
 export interface RollupScope {
@@ -88,19 +74,19 @@ export interface RollupScope {
   end: Date;
 }
 
-/** The rollup relation of a breakdown dimension (sql/002_rollups.sql, rollup_dimensions). */
-export function rollupRelation(dimension: SessionDimension): string {
-  return `rollup_${dimension}_hourly`;
-}
-
 interface Bound {
+  params: SqlParams;
   project: string;
   start: string;
   end: string;
 }
 
+/** The start of a layer's day or hour. */
+const START = { days: 'days.lo', hrs: 'hrs.h', inv: 'inv.bucket' } as const;
+
 function bind(scope: RollupScope, params: SqlParams): Bound {
   return {
+    params,
     project: params.add(scope.projectId),
     start: `${params.add(scope.start.toISOString())}::timestamptz`,
     end: `${params.add(scope.end.toISOString())}::timestamptz`,
@@ -112,21 +98,7 @@ function layersOf(b: Bound, more: Pick<Layers, 'days' | 'hours'> = {}): Layers {
   return { project: b.project, from: b.start, to: b.end, ...more };
 }
 
-/**
- * The period's layers when every hour outside the complete local days listed in `daysTable`
- * (sql/018, 019: one row per built day with its length in hours; with `starts`, only the days
- * inside one series bucket) reads raw sessions: CTEs inv, days (lo, hi) and hrs (h).
- */
-function daysAndRawHours(daysTable: string, b: Bound, starts?: string): Layers {
-  return layersOf(b, { days: starts ? { table: daysTable, starts } : { table: daysTable }, hours: { series: true, logged: true } });
-}
-
-/**
- * Raw sessions of the invalidated hours (or of the CTE `hrs`), alias `s` (same rows the rollup
- * refresh would sum), by an index range scan per hour whatever the row estimates: a filter on
- * the outside (e.g. city LIKE '%Ber%') otherwise made the planner join the log to a parallel
- * scan of all sessions (measured at 10M events: 2.2 s instead of 2 ms).
- */
+/** Raw sessions (alias `s`, the rows a refresh sums) of each logged hour, or of each hour of `hrs`. */
 function tailSessions(b: Bound, hours: 'inv' | 'hrs' = 'inv'): string {
   return rawPerHour(hours, '*', 'sessions s', `s.project_id = ${b.project} AND NOT s.is_bot`, 's.started_at', 's');
 }
@@ -179,8 +151,7 @@ export function rollupMetricsSql(
   if (!['sessions', 'session_dimension', 'session_pair_metrics'].includes(source.family)) throw new Error(`no metrics over ${source.id}`);
   const b = bind(scope, params);
   const filter = source.family !== 'sessions';
-  const pair = source.family === 'session_pair_metrics' ? cubePair(filters.map((x) => x.filter.name as CubeDimension))! : undefined;
-  const dimension = source.dimension;
+  const pair = source.family === 'session_pair_metrics';
   const starts = `${params.add(buckets.map((x) => x.toISOString()))}::timestamptz[]`;
   const sketches = counting.sketches && Number.isFinite(counting.exactMax);
   // The filters (if any), once per place they apply: rollup rows, raw tail, exact count, sketches.
@@ -262,27 +233,20 @@ export function rollupMetricsSql(
       ),`;
   // Filtered: the sketches of the rollup rows meeting the filters, hour by hour (sql/010).
   // (built only when used: every params.add() must be referenced by the statement)
-  const filteredSketches = (dimension: SessionDimension) => `
+  const filteredSketches = (rel: RollupRelation) => `
       sketches AS (
         SELECT width_bucket(r.bucket, ${starts}) AS bucket, r.visitors AS sketch
-        FROM ${named('rollup_visitor_values_hourly', dimension)} r
-        WHERE r.project_id = ${b.project} AND r.dimension = ${params.add(dimension)}
-          AND r.bucket >= ${b.start} AND r.bucket < ${b.end}
-          AND r.bucket NOT IN (SELECT inv.bucket FROM inv)
-          AND ${where('r')}
-          AND NOT ${exact}
+        FROM ${unloggedRows(layersOf(b), view(rel), [...matching(rel, b), where('r'), `NOT ${exact}`])}
         UNION ALL
         ${loggedSketches(where('s'))}
       ),`;
-  // Pair metrics: the visitors of the days' pair rows and of the raw hours (pairParts below).
+  // Pair metrics: the visitors of the days' pair rows and of the raw hours (their parts).
   const pairSketches = `
       sketches AS (
-        SELECT width_bucket(d.hour, ${starts}) AS bucket, d.visitors AS sketch FROM day_rows d WHERE NOT ${exact}
-        UNION ALL
-        SELECT width_bucket(r.hour, ${starts}), r.visitors FROM raw_hours r WHERE NOT ${exact}
+        SELECT width_bucket(parts.hour, ${starts}) AS bucket, parts.visitors AS sketch FROM parts WHERE NOT ${exact}
       ),`;
   const sketchVisitors = sketches
-    ? `,${pair ? pairSketches : dimension ? filteredSketches(dimension) : periodSketches}
+    ? `,${pair ? pairSketches : source.tables.visitors ? filteredSketches(source.tables.visitors) : periodSketches}
       -- one union per series bucket, then the total from those
       bucket_sketches AS MATERIALIZED (
         SELECT sketches.bucket, hll_union_agg(sketches.sketch) AS sketch
@@ -302,39 +266,17 @@ export function rollupMetricsSql(
       )`
     : `,
       visitors AS (SELECT e.bucket, e.visitors, true AS exact FROM exact_visitors e)`;
-  // The sums per hour (or per day) of the period, from the rollup of the filters' dimension
-  // (or the unfiltered one) and the raw tail.
-  const rollupParts = () => `
-      parts AS (
-        ${unionAll(sessionParts(source, b, params, [], (_, hour) => [`${hour} AS hour`], where).parts)}
-      ),`;
-  // Pair metrics (sql/018): the period's built local days that lie inside one series bucket
-  // with no hour logged read their pair rows (a and b renamed to the dimensions, so the
-  // filters read them by name); every other hour of the period reads its raw sessions, by an
-  // index range per hour, with their visitors hashed only when sketches are used.
-  const pairParts = (pair: CubePair) => `
-      day_rows AS MATERIALIZED (
-        SELECT days.lo AS hour, ${sums('r')}, r.visitors
-        FROM ${perRow('days', `SELECT x.*, x.a AS ${pair.a}, x.b AS ${pair.b} FROM rollup_session_pair_metrics_daily x
-          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(pair.key)} AND x.bucket = days.lo`, 'r')}
-        WHERE ${where('r')}
-      ),
-      raw_hours AS MATERIALIZED (
-        SELECT hrs.h AS hour, ${RAW_MEASURES},
-               ${sketches ? `hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS}) FILTER (WHERE NOT ${exact})` : 'NULL'} AS visitors
-        FROM ${tailSessions(b, 'hrs')}
-        WHERE ${where('s')}
-        GROUP BY hrs.h
-      ),
-      parts AS (
-        SELECT d.hour, ${sums('d')} FROM day_rows d
-        UNION ALL
-        SELECT r.hour, ${sums('r')} FROM raw_hours r
-      ),`;
-  // Filtered: decide before the parts (the pair's raw hours hash visitors only when needed);
-  // unfiltered, decide reads the sums.
+  // The sums per hour (or per day) of the period, from the planner's source and the raw tail;
+  // the pair metrics' parts carry their visitors, hashed on the raw hours only when sketches are used.
+  const { layers, parts } = sessionParts(source, b, filters.map((x) => x.filter.name), (_, hour) => [`${hour} AS hour`], where, pair ? {
+    starts,
+    extra: { rollup: 'r.visitors', raw: `${sketches ? `hll_add_agg(hll_hash_text(s.profile_id), ${HLL_PARAMS}) FILTER (WHERE NOT ${exact})` : 'NULL'} AS visitors` },
+  } : {});
   return `
-      WITH ${layerCtes(pair ? daysAndRawHours('rollup_session_pair_metrics_days', b, starts) : layersOf(b))},${filter ? decide : ''}${pair ? pairParts(pair) : rollupParts()}
+      WITH ${layerCtes(layers)},${filter ? decide : ''}
+      parts AS${pair ? ' MATERIALIZED' : ''} (
+        ${unionAll(parts)}
+      ),
       sums AS (
         SELECT width_bucket(parts.hour, ${starts}) AS bucket, ${sums('parts', (x) => `sum(${x})`)}
         FROM parts
@@ -349,17 +291,17 @@ export function rollupMetricsSql(
 /**
  * Pages over the rollups plus the raw views of the log's hours: columns origin, path,
  * sessions, entries, bounces, timed_views, duration_ms, views, title; sorted and paged as the raw
- * query (sessions DESC, path, origin in byte order). Layered (internal/query/layered.ts) with
- * the period's whole UTC days as its days: a whole UTC day with no hour in the log reads its
- * rollup_pages_daily rows, the period's other hours not in the log their rollup_pages_hourly
- * rows (an index probe per hour); the log's hours read raw sessions and their screen views. The title of each row of the page is the latest
- * titled view among those three sources (title indexes read backwards).
+ * query (sessions DESC, path, origin in byte order). Layered with the period's whole UTC days as
+ * its days (the daily rows' days), the other unlogged hours per hour, the log's hours raw
+ * sessions and their screen views. The title of each row of the page is the latest titled view
+ * among those three sources (title indexes read backwards).
  */
 export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: number, offset: number, screenView: string): string {
   const b = bind(scope, params);
+  const { daily, hourly } = readSource('pages').tables as { daily: RollupRelation; hourly: RollupRelation };
   // screenView is a constant of ours (SCREEN_VIEW), inlined for the partial indexes' predicate.
   const view = `'${screenView.replace(/'/g, "''")}'`;
-  // rollup_pages_daily holds whole UTC days: every such day of the period is a day of the layers.
+  // The daily rows are of whole UTC days: every such day of the period is a day of the layers.
   const utcDays = `(SELECT ${b.project}::text AS project_id, d AS bucket, 24 AS hours
         FROM generate_series(date_trunc('day', ${b.start}, 'UTC'), ${b.end} - interval '1 microsecond', interval '1 day') AS d)`;
   const days = '(SELECT array_agg(days.lo) FROM days)::timestamptz[]';
@@ -396,13 +338,13 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
         SELECT r.origin COLLATE "C" AS origin, r.path COLLATE "C" AS path,
                sum(r.sessions) AS sessions, sum(r.entries) AS entries, sum(r.bounces) AS bounces,
                sum(r.timed_views) AS timed_views, sum(r.duration_ms) AS duration_ms, sum(r.views) AS views
-        FROM rollup_pages_daily r
+        FROM ${daily.table} r
         WHERE r.project_id = ${b.project} AND r.bucket = ANY (${days})
         GROUP BY r.origin COLLATE "C", r.path COLLATE "C"
         UNION ALL
         SELECT r.origin COLLATE "C", r.path COLLATE "C",
                sum(r.sessions), sum(r.entries), sum(r.bounces), sum(r.timed_views), sum(r.duration_ms), sum(r.views)
-        FROM ${perRow('hrs', `SELECT * FROM rollup_pages_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
+        FROM ${perRow('hrs', `SELECT * FROM ${hourly.table} x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
         GROUP BY r.origin COLLATE "C", r.path COLLATE "C"
         UNION ALL
         -- per page, then per (page, session) first: the distinct counts without sorting
@@ -428,7 +370,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
       SELECT r.origin, r.path, r.sessions, r.entries, r.bounces, r.timed_views, r.duration_ms, r.views,
              coalesce((
                SELECT t.title FROM (
-                 (SELECT x.title, x.title_at AS at, x.title_id AS id FROM rollup_pages_daily x
+                 (SELECT x.title, x.title_at AS at, x.title_id AS id FROM ${daily.table} x
                   WHERE x.project_id = ${b.project}
                     AND x.path = r.path COLLATE "default" AND x.origin = r.origin COLLATE "default"
                     AND x.title <> ''
@@ -436,7 +378,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
                   ORDER BY x.title_at DESC, x.title_id DESC
                   LIMIT 1)
                  UNION ALL
-                 (SELECT x.title, x.title_at, x.title_id FROM rollup_pages_hourly x
+                 (SELECT x.title, x.title_at, x.title_id FROM ${hourly.table} x
                   WHERE x.project_id = ${b.project}
                     AND x.path = r.path COLLATE "default" AND x.origin = r.origin COLLATE "default"
                     AND x.title <> ''
@@ -468,74 +410,46 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
 
 /**
  * The layers and parts of a sessions read over the planner's source (internal/query/layered.ts),
- * as the export's layerRows gives an event-count family's: each layer's rollup rows, seen with
- * the dimensions' column names (alias r: keys and filters read them by name), and the raw
- * sessions of the hours no rollup answers for, grouped as the raw path groups; each part selects
- * `keys` (of its alias and the start of its hour or day) and the five sums, meeting `where`:
- * - sessions, session_dimension: the unfiltered rollup or the dimension's hourly rollup (value =
- *   the dimension, prefix = its parent) of the hours not in the log; the log's hours raw;
- * - session_cube (sql/012, screen_views from sql/023): the period's local days complete in
- *   rollup_session_cube_days with no logged hour read their daily rows (when the breakdown and
- *   filters name two dimensions, one pair's rows of sql/016); its other hours not in the log
- *   their hourly rows; the log's hours raw;
- * - session_dimension_pair (sql/019, screen_views from sql/023): the local days complete in
- *   rollup_session_dim_pairs_days with no logged hour read the pair's rows of the day (a,
- *   a_prefix and b renamed to the dimensions); every other hour raw, by an index range per hour.
- * (The pair metrics keep their own parts: their visitors are sketched from the same rows.)
+ * from the tables its catalogue entry names (internal/query/planner.ts, SourceTables), as the
+ * export's layerRows gives an event count's: rollup rows seen with the dimensions' column names
+ * (alias r: keys and filters read them by name), and the raw sessions of the hours no rollup
+ * answers for, grouped as the raw path groups. Each part selects `keys` (of its alias and the
+ * start of its hour or day), the five sums and `extra` (its rollup and raw columns), meeting
+ * `where`. Without days, the hourly rows of the unlogged hours are read flat; with days (only
+ * those inside one of the buckets `starts`, if given), the days' rows (or, naming at most two cube
+ * dimensions, that pair's rows) and the other hours' hourly rows, each per day or hour, or raw.
  */
 function sessionParts(
   source: ReadSource,
   b: Bound,
-  params: SqlParams,
   names: readonly string[],
   keys: (alias: string, hour: string) => string[],
   where: (alias: string) => string,
+  more: { starts?: string; extra?: { rollup: string; raw: string } } = {},
 ): { layers: Layers; parts: string[] } {
-  // Identifiers: the dimensions come from SESSION_DIMENSIONS / CUBE_DIMENSIONS / DIMENSION_PREFIX.
-  const part = (hour: string, rows: string) => `SELECT ${keys('r', hour).join(', ')}, ${sums('r')}
+  const { days, daily, hourly } = source.tables;
+  const extra = (which: 'rollup' | 'raw') => (more.extra ? `, ${more.extra[which]}` : '');
+  const part = (hour: string, rows: string) => `SELECT ${keys('r', hour).join(', ')}, ${sums('r')}${extra('rollup')}
         FROM ${rows}`;
-  const raw = (hours: 'inv' | 'hrs') => `SELECT ${keys('s', hours === 'inv' ? 'inv.bucket' : 'hrs.h').join(', ')}, ${RAW_MEASURES}
+  const raw = (hours: 'inv' | 'hrs') => `SELECT ${keys('s', START[hours]).join(', ')}, ${RAW_MEASURES}${extra('raw')}
         FROM ${tailSessions(b, hours)}
         WHERE ${where('s')}
         GROUP BY ${keys('s', '').map((_, i) => i + 1).join(', ')}`;
-  if (source.family === 'sessions' || source.family === 'session_dimension') {
+  // Per day or hour: an index probe each (joined flat, the planner scanned every hourly row of
+  // the cube and tested each against the days: 0.6 s at 10M events).
+  const rows = (rel: RollupRelation, layer: 'days' | 'hrs') => perRow(layer, `SELECT * FROM ${view(rel)} r
+          WHERE ${[`r.project_id = ${b.project}`, ...matching(rel, b), `r.bucket = ${START[layer]}`, where('r')].join(' AND ')}`, 'r');
+  if (hourly === 'raw' && !days) throw new Error(`no sessions read over ${source.id}`);
+  if (!days) {
     const layers = layersOf(b);
-    const relation = source.dimension ? named(rollupRelation(source.dimension), source.dimension) : 'rollup_sessions_hourly';
-    return { layers, parts: [part('r.bucket', unloggedRows(layers, relation, [where('r')])), raw('inv')] };
+    return { layers, parts: [part('r.bucket', unloggedRows(layers, view(hourly as RollupRelation), [where('r')])), raw('inv')] };
   }
-  if (source.family === 'session_cube') {
-    // Two dimensions named (the breakdown and one filtered): the days' pair rows (sql/016), their
-    // a and b renamed to the dimensions; else the days' combination rows.
-    const pair = cubePair(names as CubeDimension[]);
-    const daily = pair
-      ? `(SELECT x.project_id, x.bucket, x.a AS ${pair.a}, x.b AS ${pair.b}, ${sums('x')}
-          FROM rollup_session_cube_pairs_daily x WHERE x.pair = ${params.add(pair.key)})`
-      : 'rollup_session_cube_daily';
-    return { layers: layersOf(b, { days: { table: 'rollup_session_cube_days' }, hours: { series: true } }), parts: [
-      part('r.bucket', `${daily} r
-        WHERE r.project_id = ${b.project} AND r.bucket = ANY ((SELECT array_agg(days.lo) FROM days)::timestamptz[])
-          AND ${where('r')}`),
-      // (an index probe per hour; joined flat, the planner scanned every hourly row and
-      // tested each against the days: 0.6 s at 10M events)
-      part('hrs.h', `${perRow('hrs', `SELECT * FROM rollup_session_cube_hourly x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
-        WHERE ${where('r')}`),
-      raw('inv'),
-    ] };
-  }
-  if (source.family === 'session_dimension_pair') {
-    const { wide, cube } = source as Required<Pick<ReadSource, 'wide' | 'cube'>>;
-    const wideParent = DIMENSION_PREFIX[wide];
-    const columns = [`x.a AS ${wide}`, `x.b AS ${cube}`];
-    if (wideParent && wideParent !== cube) columns.push(`x.a_prefix AS ${wideParent}`);
-    return { layers: daysAndRawHours('rollup_session_dim_pairs_days', b), parts: [
-      part('days.lo', `${perRow('days', `SELECT ${sums('x')}, ${columns.join(', ')}
-          FROM rollup_session_dim_pairs_daily x
-          WHERE x.project_id = ${b.project} AND x.pair = ${params.add(`${wide},${cube}`)} AND x.bucket = days.lo`, 'r')}
-        WHERE ${where('r')}`),
-      raw('hrs'),
-    ] };
-  }
-  throw new Error(`no sessions read over ${source.id}`);
+  const day = pairRelation(source, names) ?? daily!;
+  const layers = layersOf(b, {
+    days: more.starts ? { table: days, starts: more.starts } : { table: days },
+    hours: hourly === 'raw' ? { series: true, logged: true } : { series: true },
+  });
+  return { layers, parts: [part('days.lo', rows(day, 'days')), ...(hourly === 'raw' ? [raw('hrs')] : [part('hrs.h', rows(hourly, 'hrs')), raw('inv')])] };
 }
 
 /**
@@ -559,7 +473,7 @@ export function breakdownSql(
     ? { layers: null, parts: [`SELECT ${keys('s').join(', ')}, ${RAW_MEASURES}
         FROM (${source.rawSessions}) s
         GROUP BY ${parent ? '1, 2' : '1'}`] }
-    : sessionParts(source, bind(scope, params), params, [dimension, ...filters.map((x) => x.filter.name)], keys, (alias) => compileAll(filters, alias, params));
+    : sessionParts(source, bind(scope, params), [dimension, ...filters.map((x) => x.filter.name)], keys, (alias) => compileAll(filters, alias, params));
   // The sessions without a value for the dimension (name '') are ONE row whatever their parents
   // (semantics.md), shown with the parent they all share (e.g. 'Linux' when every
   // os_version-less session runs Linux), else ''.

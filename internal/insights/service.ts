@@ -1,18 +1,6 @@
-// Insights read model: metrics with a series, top pages and the 18 session breakdowns,
-// computed from `sessions` and `events` (semantics.md, "Insights numbers").
-//
-// Decisions beyond semantics.md:
-// - Bots (is_bot) and the service's own session_start/session_end rows never count.
-// - Ties sort by name (pages: path, then origin; prefixed breakdowns: name, then prefix)
-//   in byte order (COLLATE "C"), so the order does not depend on the database locale.
-// - A page's title is the latest non-empty title among its counted views ('' if none).
-// - A project whose stored timezone Intl does not know is treated as UTC.
-// - Metrics, pages and breakdowns read the rollups where the read planner finds a source
-//   (internal/query/planner.ts; ./rollups.ts), with the raw path's answer (which stays for
-//   everything else and can be forced: path 'raw'); unique_visitors there is exact up to
-//   TIDEMARK_EXACT_VISITORS_MAX sessions in the period, above it a HyperLogLog estimate (99.7%
-//   within 3%) when the hll extension is installed.
-// - Every insights transaction runs with JIT compilation off (withoutJit of internal/query/lookups.ts).
+// Insights read model: metrics with a series, top pages and the 18 session breakdowns, from
+// `sessions` and `events` (semantics.md, "Insights numbers"; docs/insights-decisions.md has
+// the decisions beyond it), through the read planner's source or the raw path.
 import { NotFoundError } from '../http/errors';
 import { DIMENSION_PREFIX, SCREEN_VIEW, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
 import { exactVisitorsMaxOf, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
@@ -82,8 +70,8 @@ interface QueryContext {
    */
   source: ReadSource | null;
   /**
-   * The visitor sketches of the source exist (hll extension installed): rollup_visitor_values_hourly
-   * (sql/010) for a dimension's rollup, rollup_visitors_hourly (sql/008) for the others.
+   * The visitor sketches of the source exist (hll extension installed): its entry's
+   * `tables.visitors` (sql/010) for a dimension's rollup, rollup_visitors_hourly (sql/008) else.
    */
   sketches: boolean;
 }
@@ -356,7 +344,7 @@ async function runInsightsQuery<T>(
     const source = planRead(insightsRequest(params.filters, target, {
       path: options.path, wholeHours: wholeHoursOf(period), hll: setup?.pair_metrics === true,
     }));
-    const sketches = (source?.family === 'session_dimension' ? setup?.value_sketches : setup?.sketches) === true;
+    const sketches = (source?.tables.visitors ? setup?.value_sketches : setup?.sketches) === true;
     const filters = splitFilters(params.filters);
     return query({ db, projectId, period, filters, source, sketches, ...page });
   }, OPTIONAL_ROLLUPS);

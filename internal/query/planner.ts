@@ -97,13 +97,40 @@ export type SourceFamily =
   | 'sessions' | 'pages' | 'session_dimension' | 'session_pair_metrics' | 'session_cube' | 'session_dimension_pair'
   | 'events' | 'event_column' | 'event_properties' | 'event_sketches' | 'event_cube';
 
+/**
+ * A rollup table as a read sees it: `as` renames its stored key columns to the names the read's
+ * filters and breakdown use (value AS city), `match` fixes key columns (dimension = 'city').
+ * `every`: its rows count every event (bots and session rows too; a chart keeps the charted ones).
+ */
+export interface RollupRelation {
+  table: string;
+  as?: Readonly<Record<string, string>>;
+  match?: Readonly<Record<string, string>>;
+  every?: true;
+}
+
+/**
+ * Where a source's rows are, layer by layer (internal/query/layered.ts): the complete local days
+ * listed in `days` read `daily` (or, naming at most two cube dimensions, that pair's rows of the
+ * `pairs` table: pair, a, b), the other hours `hourly` ('raw': the raw rows of each hour).
+ * `uncharted`: the rows of the events these leave out, which a totalCount adds; `visitors`: the
+ * hourly visitor sketches of the same keys (hll), which metrics read above the exact threshold.
+ */
+export interface SourceTables {
+  days?: string;
+  daily?: RollupRelation;
+  pairs?: RollupRelation;
+  hourly: RollupRelation | 'raw';
+  uncharted?: { days: string; daily: RollupRelation; hourly: RollupRelation };
+  visitors?: RollupRelation;
+}
+
 export interface ReadSource {
   /** Unique: the family and its parameter (`session_dimension:city`, `session_dimension_pair:city,device`). */
   id: string;
   family: SourceFamily;
   side: ReadSide;
-  /** The tables read (documentation). */
-  tables: string;
+  tables: SourceTables;
   /** Names a filter may test: the source's rows carry them. */
   filterKeys: ReadonlySet<string>;
   /** Names a breakdown may group by. */
@@ -122,13 +149,6 @@ export interface ReadSource {
   maxKeyBytes?: number;
   /** Position in the catalogue (smallest first). */
   rank: number;
-  /** session_dimension: the dimension (value) whose rollup this is. */
-  dimension?: SessionDimension;
-  /** session_dimension_pair: the wide dimension and the cube dimension of the rows. */
-  wide?: WideDimension;
-  cube?: CubeDimension;
-  /** event_column: the column. */
-  column?: RollupColumn;
 }
 
 const set = <T extends string = string>(...names: readonly T[]): ReadonlySet<T> => new Set(names);
@@ -142,21 +162,22 @@ function sessionEntries(): Entry[] {
   const out: Entry[] = [
     {
       id: 'sessions', family: 'sessions', side: 'sessions',
-      tables: 'rollup_sessions_hourly; visitors: rollup_visitors_hourly, rollup_visitors_dayparts (hll) or exact',
+      tables: { hourly: { table: 'rollup_sessions_hourly' } },
       filterKeys: set(), groupKeys: set(), named: [], maxBreakdowns: 0, measures: SESSION_SUMS, grain: 'hour', needs: [],
     },
     {
       id: 'pages', family: 'pages', side: 'sessions',
-      tables: 'rollup_pages_hourly, rollup_pages_daily (whole UTC days)',
+      tables: { daily: { table: 'rollup_pages_daily' }, hourly: { table: 'rollup_pages_hourly' } },
       filterKeys: set(), groupKeys: set(), named: [], maxBreakdowns: 0, measures: measures('pages'), grain: 'hour', needs: [],
     },
   ];
   // One dimension's rollup: value = the dimension, prefix = its parent. It serves the reads
   // that name the dimension: metrics filtered on it (and its parent), its breakdown.
   for (const d of SESSION_DIMENSIONS) {
+    const as = { value: d, ...(DIMENSION_PREFIX[d] ? { prefix: DIMENSION_PREFIX[d] } : {}) };
     out.push({
-      id: `session_dimension:${d}`, family: 'session_dimension', side: 'sessions', dimension: d,
-      tables: `rollup_${d}_hourly; visitors: rollup_visitor_values_hourly (hll) or exact`,
+      id: `session_dimension:${d}`, family: 'session_dimension', side: 'sessions',
+      tables: { hourly: { table: `rollup_${d}_hourly`, as }, visitors: { table: 'rollup_visitor_values_hourly', match: { dimension: d }, as } },
       filterKeys: set(d, ...parentOf(d)), groupKeys: set(d), named: [d], maxBreakdowns: 1,
       measures: measures('metrics', 'breakdown'), grain: 'hour', needs: [],
     });
@@ -164,14 +185,17 @@ function sessionEntries(): Entry[] {
   // Metrics filtered on two cube dimensions: per local day and pair, the sums and a visitors sketch.
   out.push({
     id: 'session_pair_metrics', family: 'session_pair_metrics', side: 'sessions',
-    tables: 'rollup_session_pair_metrics_daily (days in rollup_session_pair_metrics_days), other hours raw',
+    tables: { days: 'rollup_session_pair_metrics_days', pairs: { table: 'rollup_session_pair_metrics_daily' }, hourly: 'raw' },
     filterKeys: set(...CUBE_DIMENSIONS), groupKeys: set(), named: [], maxFilterNames: 2, maxBreakdowns: 0,
     measures: SESSION_SUMS, grain: 'day', needs: ['hll'],
   });
   // A breakdown of a cube dimension filtered on cube dimensions (no visitors: metrics never).
   out.push({
     id: 'session_cube', family: 'session_cube', side: 'sessions',
-    tables: 'rollup_session_cube_hourly; days: rollup_session_cube_pairs_daily (two named) or rollup_session_cube_daily',
+    tables: {
+      days: 'rollup_session_cube_days', pairs: { table: 'rollup_session_cube_pairs_daily' },
+      daily: { table: 'rollup_session_cube_daily' }, hourly: { table: 'rollup_session_cube_hourly' },
+    },
     filterKeys: set(...CUBE_DIMENSIONS), groupKeys: set(...CUBE_DIMENSIONS), named: [], maxBreakdowns: 1,
     measures: measures('breakdown'), grain: 'hour', needs: [],
   });
@@ -183,8 +207,11 @@ function sessionEntries(): Entry[] {
     for (const c of cubes) {
       const keys = set(w, ...parentOf(w), c);
       out.push({
-        id: `session_dimension_pair:${w},${c}`, family: 'session_dimension_pair', side: 'sessions', wide: w, cube: c,
-        tables: 'rollup_session_dim_pairs_daily (days in rollup_session_dim_pairs_days), other hours raw',
+        id: `session_dimension_pair:${w},${c}`, family: 'session_dimension_pair', side: 'sessions',
+        tables: {
+          days: 'rollup_session_dim_pairs_days', hourly: 'raw',
+          daily: { table: 'rollup_session_dim_pairs_daily', match: { pair: `${w},${c}` }, as: { a: w, b: c, ...(parent && parent !== c ? { a_prefix: parent } : {}) } },
+        },
         filterKeys: keys, groupKeys: keys, named: c === parent ? [w] : [w, c], maxBreakdowns: 1,
         measures: measures('breakdown'), grain: 'day', needs: [],
       });
@@ -198,7 +225,10 @@ function eventEntries(): Entry[] {
   const out: Entry[] = [
     {
       id: 'events', family: 'events', side: 'events',
-      tables: 'events_hourly; days: event_counts_daily (dimension \'\')',
+      tables: {
+        days: 'event_counts_days', daily: { table: 'event_counts_daily', match: { dimension: '' } },
+        hourly: { table: 'events_hourly', every: true },
+      },
       filterKeys: set(), groupKeys: set('name'), named: [], maxBreakdowns: 1,
       measures: measures('eventCount', 'totalCount'), grain: 'hour', needs: [],
     },
@@ -207,27 +237,37 @@ function eventEntries(): Entry[] {
   // serve the reads naming the column (fewer rows than the cube, which holds nine columns).
   for (const c of columns) {
     out.push({
-      id: `event_column:${c}`, family: 'event_column', side: 'events', column: c,
-      tables: `events_${c}_hourly; days: event_counts_daily (dimension ${c}); totalCount also event_uncharted_hourly/daily`,
+      id: `event_column:${c}`, family: 'event_column', side: 'events',
+      tables: {
+        days: 'event_counts_days', daily: { table: 'event_counts_daily', match: { dimension: c }, as: { value: c } },
+        hourly: { table: `events_${c}_hourly`, as: { value: c } },
+        uncharted: {
+          days: 'event_uncharted_days', daily: { table: 'event_uncharted_daily', match: { dimension: c }, as: { value: c } },
+          hourly: { table: 'event_uncharted_hourly', match: { dimension: c }, as: { value: c } },
+        },
+      },
       filterKeys: set('name', c), groupKeys: set('name', c), named: [c], maxBreakdowns: 1,
       measures: measures('eventCount', 'totalCount'), grain: 'hour', needs: [],
     });
   }
   out.push({
     id: 'event_properties', family: 'event_properties', side: 'events',
-    tables: 'event_properties_hourly (dimension \'\' or one column)',
+    tables: { hourly: { table: 'event_properties_hourly' } },
     filterKeys: set(), groupKeys: set('name', ...columns), named: [], maxBreakdowns: 1,
     measures: measures('propertyAggregate'), grain: 'hour', needs: [], maxKeyBytes: MAX_ROLLED_KEY_BYTES,
   });
   out.push({
     id: 'event_sketches', family: 'event_sketches', side: 'events',
-    tables: 'events_sketches_hourly, events_sketches_daily (above the exact threshold; counts from the event rollups)',
+    tables: { days: 'events_sketches_days', daily: { table: 'events_sketches_daily' }, hourly: { table: 'events_sketches_hourly' } },
     filterKeys: set(), groupKeys: set('name', ...columns), named: [], maxBreakdowns: 1,
     measures: measures('distinctCount'), grain: 'hour', needs: ['hll'],
   });
   out.push({
     id: 'event_cube', family: 'event_cube', side: 'events',
-    tables: 'event_cube_hourly; days: event_cube_pairs_daily (at most two named) or event_cube_daily',
+    tables: {
+      days: 'event_cube_days', pairs: { table: 'event_cube_pairs_daily', every: true },
+      daily: { table: 'event_cube_daily', every: true }, hourly: { table: 'event_cube_hourly', every: true },
+    },
     filterKeys: set('name', ...CUBE_DIMENSIONS), groupKeys: set('name', ...CUBE_DIMENSIONS), named: [], maxBreakdowns: 1,
     measures: measures('eventCount', 'totalCount'), grain: 'hour', needs: [],
   });
@@ -308,4 +348,14 @@ export function cubePair(names: Iterable<CubeDimension>): CubePair | null {
   cols.sort((x, y) => CUBE_DIMENSIONS.indexOf(x) - CUBE_DIMENSIONS.indexOf(y));
   const [a, b] = cols as [CubeDimension, CubeDimension];
   return { key: `${a},${b}`, a, b };
+}
+
+/**
+ * The daily pair rows a read of a source naming `names` takes (sources with `pairs`, at most two
+ * cube dimensions named; `name` is a key of every event row): that pair's relation, a and b seen
+ * as the dimensions. Null: the source's `daily` rows.
+ */
+export function pairRelation(source: ReadSource, names: readonly string[]): RollupRelation | null {
+  const pair = source.tables.pairs && cubePair(names.filter((n) => n !== 'name') as CubeDimension[]);
+  return pair ? { ...source.tables.pairs!, match: { pair: pair.key }, as: { a: pair.a, b: pair.b } } : null;
 }
