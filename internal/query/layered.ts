@@ -22,6 +22,8 @@
 // Days are built only for local days whose start and end are whole UTC hours (sql/012), so the
 // hours a day covers are generate_series(lo, hi - 1 hour): `hrs` leaves them out by an equality
 // anti-join (hashed, linear however long the span).
+import type { SqlParams } from './filters';
+import type { RollupRelation } from './planner';
 
 /** The span of a layered read: placeholders (or SQL timestamptz expressions) of its bounds. */
 export interface Layers {
@@ -109,16 +111,26 @@ export function layerCtes(layers: Layers): string {
 /** The layers' CTE whose rows a part reads: days (days.lo), hrs (hrs.h) or inv (inv.bucket). */
 export type Layer = 'days' | 'hrs' | 'inv';
 
-const START: Record<Layer, string> = { days: 'days.lo', hrs: 'hrs.h', inv: 'inv.bucket' };
+/** The start of a layer's day or hour. */
+export const LAYER_START: Record<Layer, string> = { days: 'days.lo', hrs: 'hrs.h', inv: 'inv.bucket' };
 
 /** `sql` (which reads days.lo, hrs.h or inv.bucket) once per row of `layer`, as `alias`: LATERAL, kept by OFFSET 0. */
 export function perRow(layer: Layer, sql: string, alias: string): string {
   return `${layer} CROSS JOIN LATERAL (${sql} OFFSET 0) ${alias}`;
 }
 
+/** A rollup relation's fixed keys as conditions on alias `a` (a.dimension = 'city'), and its renamed keys (x.value AS city). */
+export const matching = (rel: RollupRelation, a: string, p: SqlParams) => Object.entries(rel.match ?? {}).map(([k, v]) => `${a}.${k} = ${p.add(v)}`);
+export const renames = (rel: RollupRelation) => Object.entries(rel.as ?? {}).map(([k, n]) => `x.${k} AS ${n}`).join(', ');
+
+/** `select` of one day's or hour's rows of `relation` (alias `a`), the project's, with `keys` (fixed keys) and `where`: an index probe. */
+export function probe(layer: 'days' | 'hrs', relation: string, a: string, project: string, keys: readonly string[], where: readonly string[] = [], select = '*'): string {
+  return `SELECT ${select} FROM ${relation} ${a} WHERE ${[`${a}.project_id = ${project}`, ...keys, `${a}.bucket = ${LAYER_START[layer]}`, ...where].join(' AND ')}`;
+}
+
 /** The raw rows of `table` (e.g. `events s`) meeting `where` with `time` in each hour of `layer` (inv or hrs). */
 export function rawPerHour(layer: 'inv' | 'hrs', select: string, table: string, where: string, time: string, alias: string): string {
-  const h = START[layer];
+  const h = LAYER_START[layer];
   return perRow(layer, `SELECT ${select} FROM ${table}
           WHERE ${where} AND ${time} >= ${h} AND ${time} < ${h} + ${HOUR}`, alias);
 }
