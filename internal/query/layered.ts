@@ -1,27 +1,7 @@
 // The one layered read of the rollups (insights and export): which hours of a span come from
-// which rows, stated once.
-//
-// A layered read covers the whole UTC hours [from, to) of its span in three layers, in ONE
-// statement (one snapshot: the worker's commit and the refresh change the raw rows, the rollups
-// and the log together):
-//   days   complete local days listed in a `*_days` table that lie inside the span (and, for a
-//          series, inside one of its buckets), none of whose hours is in rollup_invalidations:
-//          their daily rows;
-//   hrs    the span's other hours that are not logged: their hourly rows (an index probe per
-//          hour), or, read flat, the hourly rows of every unlogged hour when there are no days;
-//   inv    the logged hours (each once; the log may hold a row per writer shard): raw rows,
-//          an index range scan per hour;
-// plus raw rows for the partial hours at either edge of a span inside a longer window. The
-// caller says what each layer selects (keys and measures, as the raw path groups them); the
-// parts are combined by UNION ALL and grouped as the raw path groups.
-//
-// Each per-day and per-hour read is a LATERAL subquery kept by OFFSET 0: an index probe or range
-// scan per day or hour whatever the row estimates (joined flat, the planner may scan the whole
-// span and test every row: 2.2 s instead of 2 ms at 10M events for a filtered raw tail).
-//
-// Days are built only for local days whose start and end are whole UTC hours (sql/012), so the
-// hours a day covers are generate_series(lo, hi - 1 hour): `hrs` leaves them out by an equality
-// anti-join (hashed, linear however long the span).
+// which rows (days, hrs, inv, and the raw edges of a chart window), in one statement, each day or
+// hour read by a LATERAL subquery kept by OFFSET 0. docs/rollups.md, "One layered read", states
+// the layers, why each is read so, and who reads them.
 import type { SqlParams } from './filters';
 import type { RollupRelation } from './planner';
 
