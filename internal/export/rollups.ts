@@ -133,12 +133,10 @@ export function chartedWhere(alias: string, p: SqlParams): string[] {
 }
 
 /**
- * The rows of `q` per layer of the planner's source, from the tables its catalogue entry names
- * (internal/query/planner.ts, SourceTables): key columns seen under the events' column names, so
- * that the filters, compiled by name, test them as they test events (columns are NOT NULL, ''
- * a value); a chart's charted events, a totalCount's every event (a relation of charted events
- * only with its `uncharted` rows beside it, on the days complete in both lists; without them,
- * no days and the hours read flat).
+ * The rows of `q` per layer of the planner's source, from its entry's tables (docs/rollups.md, "A
+ * new source" and "One layered read"), key columns seen under the events' column names so that the
+ * filters test them as they test events (NOT NULL, '' a value); a totalCount adds the entry's
+ * `uncharted` rows (on the days complete in both lists), or, without them, reads the hours flat.
  */
 export function layerRows(source: ReadSource, q: RowQuery, p: SqlParams): LayerRows {
   const { days, daily, hourly, uncharted } = source.tables;

@@ -400,15 +400,11 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
 }
 
 /**
- * The layers and parts of a sessions read over the planner's source (internal/query/layered.ts),
- * from the tables its catalogue entry names (internal/query/planner.ts, SourceTables), as the
- * export's layerRows gives an event count's: rollup rows seen with the dimensions' column names
- * (alias r: keys and filters read them by name), and the raw sessions of the hours no rollup
- * answers for, grouped as the raw path groups. Each part selects `keys` (of its alias and the
- * start of its hour or day), the five sums and `extra` (its rollup and raw columns), meeting
- * `where`. Without days, the hourly rows of the unlogged hours are read flat; with days (only
- * those inside one of the buckets `starts`, if given), the days' rows (or, naming at most two cube
- * dimensions, that pair's rows) and the other hours' hourly rows, each per day or hour, or raw.
+ * The layers and parts of a sessions read over the planner's source, from its entry's tables, as
+ * layerRows gives an event count's (docs/rollups.md, "One layered read": the rule of both): rollup
+ * rows seen with the dimensions' column names (alias r) and the raw sessions of the other hours.
+ * Each part selects `keys` (of its alias and the start of its hour or day), the five sums and
+ * `extra` (its rollup and raw columns), meeting `where`; `starts`: days only inside one bucket.
  */
 function sessionParts(
   source: ReadSource,
