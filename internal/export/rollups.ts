@@ -7,7 +7,7 @@ import { compileAll, indexed, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import { pairRelation, type ReadPath, type ReadRequest, type ReadSource, type ReadTarget, type RollupRelation } from '../query/planner';
 import type { ChartSegment } from './params';
-import { edges, layerCtes, perRow, rawParts, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
+import { edges, layerCtes, matching, perRow, probe, rawParts, rawPerHour, renames, unionAll, unloggedRows, type Layers } from '../query/layered';
 
 export const HOUR_MS = 3_600_000;
 
@@ -133,12 +133,10 @@ export function chartedWhere(alias: string, p: SqlParams): string[] {
 }
 
 /**
- * The rows of `q` per layer of the planner's source, from the tables its catalogue entry names
- * (internal/query/planner.ts, SourceTables): key columns seen under the events' column names, so
- * that the filters, compiled by name, test them as they test events (columns are NOT NULL, ''
- * a value); a chart's charted events, a totalCount's every event (a relation of charted events
- * only with its `uncharted` rows beside it, on the days complete in both lists; without them,
- * no days and the hours read flat).
+ * The rows of `q` per layer of the planner's source, from its entry's tables (docs/rollups.md, "A
+ * new source" and "One layered read"), key columns seen under the events' column names so that the
+ * filters test them as they test events (NOT NULL, '' a value); a totalCount adds the entry's
+ * `uncharted` rows (on the days complete in both lists), or, without them, reads the hours flat.
  */
 export function layerRows(source: ReadSource, q: RowQuery, p: SqlParams): LayerRows {
   const { days, daily, hourly, uncharted } = source.tables;
@@ -152,17 +150,15 @@ export function layerRows(source: ReadSource, q: RowQuery, p: SqlParams): LayerR
     return { hours: { flat: hourly.table, where: namesWhere('r', q.names, p) }, value };
   }
   const day = pairRelation(source, [...q.filters.map((f) => f.name), ...(q.breakdown === undefined ? [] : [q.breakdown])]) ?? daily;
-  const rows = (relations: RollupRelation[], at: string): string => {
-    const where = (rel: RollupRelation) => [
-      `x.project_id = ${q.project}`, ...Object.entries(rel.match ?? {}).map(([k, v]) => `x.${k} = ${p.add(v)}`), `x.bucket = ${at}`,
-      ...(rel.every && !q.every ? chartedWhere('x', p) : []), ...namesWhere('x', q.names, p),
-    ];
+  const rows = (relations: RollupRelation[], layer: 'days' | 'hrs'): string => {
+    const where = (rel: RollupRelation) => [...(rel.every && !q.every ? chartedWhere('x', p) : []), ...namesWhere('x', q.names, p)];
+    // Arguments in order (match, where, filters): the placeholders' numbering.
     if (!relations[0]!.as) {
-      const filters = q.filters.length ? [compileAll(indexed(q.filters), 'x', p)] : [];
-      return `SELECT * FROM ${relations[0]!.table} x WHERE ${[...where(relations[0]!), ...filters].join(' AND ')}`;
+      const rel = relations[0]!;
+      return probe(layer, rel.table, 'x', q.project, matching(rel, 'x', p), [...where(rel), ...(q.filters.length ? [compileAll(indexed(q.filters), 'x', p)] : [])]);
     }
     // Identifiers: the catalogue's column names.
-    const renamed = relations.map((rel) => `SELECT x.name, x.count, ${Object.entries(rel.as!).map(([k, n]) => `x.${k} AS ${n}`).join(', ')} FROM ${rel.table} x WHERE ${where(rel).join(' AND ')}`);
+    const renamed = relations.map((rel) => probe(layer, rel.table, 'x', q.project, matching(rel, 'x', p), where(rel), `x.name, x.count, ${renames(rel)}`));
     return `SELECT * FROM (${renamed.join(' UNION ALL ')} OFFSET 0) x
           WHERE ${compileAll(indexed(q.filters), 'x', p)}`;
   };
@@ -170,9 +166,9 @@ export function layerRows(source: ReadSource, q: RowQuery, p: SqlParams): LayerR
     days: {
       list: every ? `(SELECT c.project_id, c.bucket, c.hours FROM ${days} c
         JOIN ${every.days} u ON u.project_id = c.project_id AND u.bucket = c.bucket AND u.hours = c.hours)` : days,
-      rows: rows([day, ...(every ? [every.daily] : [])], 'days.lo'),
+      rows: rows([day, ...(every ? [every.daily] : [])], 'days'),
     },
-    hours: rows([hourly, ...(every ? [every.hourly] : [])], 'hrs.h'),
+    hours: rows([hourly, ...(every ? [every.hourly] : [])], 'hrs'),
     value,
   };
 }

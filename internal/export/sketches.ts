@@ -7,7 +7,7 @@
 import type { SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
 import type { ChartSegment } from './params';
-import { layerCtes, perRow, rawParts, unionAll, type Layers } from '../query/layered';
+import { layerCtes, perRow, probe, rawParts, unionAll, type Layers } from '../query/layered';
 import { HLL_PARAMS, planRead, type ReadPath, type ReadSource, type RollupRelation, type SourceTables } from '../query/planner';
 import { chartBounds, chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow } from './rollups';
 
@@ -108,7 +108,7 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
   // every name: '*'; with a breakdown on name, every row of a name).
   const rowValue = !b ? `''::text` : byName ? 'r.name' : 'r.value';
   const dimension = p.add(b && !byName ? plan.breakdown : '');
-  const rowWhere = [`r.project_id = ${project}`, `r.dimension = ${dimension}`];
+  const rowWhere = [`r.dimension = ${dimension}`];
   if (byName && opts.name === '*') rowWhere.push(`r.name <> ''`);
   else rowWhere.push(`r.name = ${p.add(opts.name === '*' ? '' : opts.name)}`);
   if (b) rowWhere.push(`${rowValue} IN (SELECT top.b0 FROM top)`);
@@ -136,9 +136,9 @@ export function sketchSeriesSql(plan: SketchPlan, opts: SketchSeriesOptions, p: 
   };
   const parts = [
     `SELECT days.bucket, ${rowValue} AS b0, ${sketch} AS h
-        FROM ${perRow('days', `SELECT * FROM ${daily.table} r WHERE ${rowWhere.join(' AND ')} AND r.bucket = days.lo`, 'r')}`,
+        FROM ${perRow('days', probe('days', daily.table, 'r', project, rowWhere), 'r')}`,
     `SELECT width_bucket(hrs.h, ${starts}), ${rowValue}, ${sketch}
-        FROM ${perRow('hrs', `SELECT * FROM ${hourly.table} r WHERE ${rowWhere.join(' AND ')} AND r.bucket = hrs.h`, 'r')}`,
+        FROM ${perRow('hrs', probe('hrs', hourly.table, 'r', project, rowWhere), 'r')}`,
     ...rawParts(layers, {
       columns: `s.created_at, ${rawB0} AS b0, ${rawHash} AS h`, table: 'events s', where: `${opts.rawWhere}${rawCond}`, time: 's.created_at', head, tail,
     }, rawPart),

@@ -5,7 +5,7 @@
 import { DIMENSION_PREFIX, type SessionDimension } from '../model/event';
 import { compileAll, type IndexedFilter, type SqlParams } from '../query/filters';
 import type { Filter } from '../query/params';
-import { layerCtes, perRow, rawPerHour, unionAll, unloggedRows, type Layers } from '../query/layered';
+import { LAYER_START, layerCtes, matching, perRow, probe, rawPerHour, renames, unionAll, unloggedRows, type Layers } from '../query/layered';
 import type { Period } from '../query/period';
 import { HLL_PARAMS, pairRelation, planRead, readSource, type ReadPath, type ReadRequest, type ReadSource, type RollupRelation } from '../query/planner';
 
@@ -58,14 +58,8 @@ export function planFor(
   return planRead(insightsRequest(filters, target, { path, wholeHours: wholeHoursOf(period) })) ? 'rollup' : 'raw';
 }
 
-/** The conditions on a relation's fixed keys (alias r). */
-const matching = (rel: RollupRelation, b: Bound) => Object.entries(rel.match ?? {}).map(([k, v]) => `r.${k} = ${b.params.add(v)}`);
-
-/** A rollup relation's rows seen with the read's column names (value AS city, prefix AS country). */
-function view(rel: RollupRelation): string {
-  // Identifiers: the catalogue's column names.
-  return rel.as ? `(SELECT x.*, ${Object.entries(rel.as).map(([k, n]) => `x.${k} AS ${n}`).join(', ')} FROM ${rel.table} x)` : rel.table;
-}
+/** A rollup relation's rows seen with the read's column names (value AS city, prefix AS country; identifiers of the catalogue). */
+const view = (rel: RollupRelation): string => (rel.as ? `(SELECT x.*, ${renames(rel)} FROM ${rel.table} x)` : rel.table);
 
 export interface RollupScope {
   projectId: string;
@@ -80,9 +74,6 @@ interface Bound {
   start: string;
   end: string;
 }
-
-/** The start of a layer's day or hour. */
-const START = { days: 'days.lo', hrs: 'hrs.h', inv: 'inv.bucket' } as const;
 
 function bind(scope: RollupScope, params: SqlParams): Bound {
   return {
@@ -236,7 +227,7 @@ export function rollupMetricsSql(
   const filteredSketches = (rel: RollupRelation) => `
       sketches AS (
         SELECT width_bucket(r.bucket, ${starts}) AS bucket, r.visitors AS sketch
-        FROM ${unloggedRows(layersOf(b), view(rel), [...matching(rel, b), where('r'), `NOT ${exact}`])}
+        FROM ${unloggedRows(layersOf(b), view(rel), [...matching(rel, 'r', params), where('r'), `NOT ${exact}`])}
         UNION ALL
         ${loggedSketches(where('s'))}
       ),`;
@@ -344,7 +335,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
         UNION ALL
         SELECT r.origin COLLATE "C", r.path COLLATE "C",
                sum(r.sessions), sum(r.entries), sum(r.bounces), sum(r.timed_views), sum(r.duration_ms), sum(r.views)
-        FROM ${perRow('hrs', `SELECT * FROM ${hourly.table} x WHERE x.project_id = ${b.project} AND x.bucket = hrs.h`, 'r')}
+        FROM ${perRow('hrs', probe('hrs', hourly.table, 'x', b.project, []), 'r')}
         GROUP BY r.origin COLLATE "C", r.path COLLATE "C"
         UNION ALL
         -- per page, then per (page, session) first: the distinct counts without sorting
@@ -409,15 +400,11 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
 }
 
 /**
- * The layers and parts of a sessions read over the planner's source (internal/query/layered.ts),
- * from the tables its catalogue entry names (internal/query/planner.ts, SourceTables), as the
- * export's layerRows gives an event count's: rollup rows seen with the dimensions' column names
- * (alias r: keys and filters read them by name), and the raw sessions of the hours no rollup
- * answers for, grouped as the raw path groups. Each part selects `keys` (of its alias and the
- * start of its hour or day), the five sums and `extra` (its rollup and raw columns), meeting
- * `where`. Without days, the hourly rows of the unlogged hours are read flat; with days (only
- * those inside one of the buckets `starts`, if given), the days' rows (or, naming at most two cube
- * dimensions, that pair's rows) and the other hours' hourly rows, each per day or hour, or raw.
+ * The layers and parts of a sessions read over the planner's source, from its entry's tables, as
+ * layerRows gives an event count's (docs/rollups.md, "One layered read": the rule of both): rollup
+ * rows seen with the dimensions' column names (alias r) and the raw sessions of the other hours.
+ * Each part selects `keys` (of its alias and the start of its hour or day), the five sums and
+ * `extra` (its rollup and raw columns), meeting `where`; `starts`: days only inside one bucket.
  */
 function sessionParts(
   source: ReadSource,
@@ -431,14 +418,13 @@ function sessionParts(
   const extra = (which: 'rollup' | 'raw') => (more.extra ? `, ${more.extra[which]}` : '');
   const part = (hour: string, rows: string) => `SELECT ${keys('r', hour).join(', ')}, ${sums('r')}${extra('rollup')}
         FROM ${rows}`;
-  const raw = (hours: 'inv' | 'hrs') => `SELECT ${keys('s', START[hours]).join(', ')}, ${RAW_MEASURES}${extra('raw')}
+  const raw = (hours: 'inv' | 'hrs') => `SELECT ${keys('s', LAYER_START[hours]).join(', ')}, ${RAW_MEASURES}${extra('raw')}
         FROM ${tailSessions(b, hours)}
         WHERE ${where('s')}
         GROUP BY ${keys('s', '').map((_, i) => i + 1).join(', ')}`;
   // Per day or hour: an index probe each (joined flat, the planner scanned every hourly row of
   // the cube and tested each against the days: 0.6 s at 10M events).
-  const rows = (rel: RollupRelation, layer: 'days' | 'hrs') => perRow(layer, `SELECT * FROM ${view(rel)} r
-          WHERE ${[`r.project_id = ${b.project}`, ...matching(rel, b), `r.bucket = ${START[layer]}`, where('r')].join(' AND ')}`, 'r');
+  const rows = (rel: RollupRelation, layer: 'days' | 'hrs') => perRow(layer, probe(layer, view(rel), 'r', b.project, matching(rel, 'r', b.params), [where('r')]), 'r');
   if (hourly === 'raw' && !days) throw new Error(`no sessions read over ${source.id}`);
   if (!days) {
     const layers = layersOf(b);

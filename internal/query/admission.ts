@@ -1,17 +1,8 @@
-// Admission control for expensive reads (issue 19): insights and export queries share two
-// cores with ingest, PostgreSQL, NATS and Redis, so how many of them run at once is bounded
-// twice:
-// - per client (READ_CONCURRENCY_PER_CLIENT): a client's reads beyond the limit wait in its
-//   own bounded queue (READ_QUEUE_PER_CLIENT); one more is a 429 with Retry-After;
-// - per process (READ_CONCURRENCY): heavy read statements running in PostgreSQL at once.
-//   A client is heavy once its reads have used READ_HEAVY_AFTER_MS of PostgreSQL time
-//   recently (ReadCost: halves every 10 s; a dashboard's reads take a few ms each and never
-//   queue behind a slow one); from then on each of its statements waits for a slot, the
-//   statements of requests that used least PostgreSQL time so far first. The wait ends when the request's budget
-//   does (the usual budget 503) or its client leaves (dropped from the queue, never run).
-// Transaction control (BEGIN, SET, COMMIT, ROLLBACK) takes no slot: it costs PostgreSQL
-// nothing, and a ROLLBACK must never wait behind the reads it would end.
-// Pure logic plus a pg wrapper; see docs/operating.md, "Read admission".
+// Admission control for expensive reads (issue 19): insights and export queries share the cores
+// with ingest, PostgreSQL, NATS and Redis, so how many of them run at once is bounded per client
+// (a bounded queue, then 429) and per process (heavy statements wait for a slot, those of the
+// requests that used least PostgreSQL time first; transaction control takes none). Pure logic
+// plus a pg wrapper; docs/operating.md, "Read admission", states the limits and their reasons.
 import type pg from 'pg';
 import type { ConnectionSource } from './db';
 

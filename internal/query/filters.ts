@@ -1,26 +1,9 @@
 /**
- * Compiles insights filters into parameterised SQL.
- *
- * Where a filter is evaluated:
- * - Session-level names (the 18 dimensions: referrer*, utm_*, country, region, city,
- *   device, browser*, os*, brand, model) test the session's own value (taken from its
- *   first event).
- * - Event-level names (`path`, `origin`, `name`, `profile_id`, `properties.<key>`) test
- *   events. For metrics and breakdowns a session is kept when at least one of its events
- *   (session_start/session_end excluded) satisfies ALL event-level filters together. For
- *   pages a screen view counts when the view itself satisfies them.
- * All filters must hold (AND).
- *
- * Operators: `is`, `contains`, `startsWith`, `endsWith`, `regex` hold when ANY value
- * matches; `isNot`, `doesNotContain` hold when NO value matches. Comparisons are
- * case-sensitive (as in OpenPanel). A missing property compares as ''. `regex` is a POSIX
- * regular expression (PostgreSQL `~`). `gt`, `gte`, `lt`, `lte` compare numbers (exact
- * decimals) and hold when the stored value is a decimal number that compares so with ANY
- * value; a stored value that is not a number never matches. `isNull` holds when the value is
- * unknown: '' (how every column stores "unknown"), a missing property, a JSON null or an
- * empty string property (OpenPanel: `= '' OR IS NULL`); `isNotNull` is its negation. Values
- * and property keys always travel as parameters; column identifiers come only from the
- * allow-list.
+ * Compiles insights filters into parameterised SQL: values and property keys always travel as
+ * parameters; column identifiers come only from the allow-list. Where each filter is evaluated
+ * (session-level names on the session, event-level names on its events or, for pages, on each
+ * view) and what each operator holds for: docs/semantics.md, "Filters", and
+ * docs/insights-decisions.md, "Decisions".
  */
 import { SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
 import { EVENT_FILTER_COLUMNS, MAX_NUMBER_TEXT, PROPERTY_PREFIX, type EventFilterColumn, type Filter } from './params';

@@ -1,27 +1,9 @@
 // The one layered read of the rollups (insights and export): which hours of a span come from
-// which rows, stated once.
-//
-// A layered read covers the whole UTC hours [from, to) of its span in three layers, in ONE
-// statement (one snapshot: the worker's commit and the refresh change the raw rows, the rollups
-// and the log together):
-//   days   complete local days listed in a `*_days` table that lie inside the span (and, for a
-//          series, inside one of its buckets), none of whose hours is in rollup_invalidations:
-//          their daily rows;
-//   hrs    the span's other hours that are not logged: their hourly rows (an index probe per
-//          hour), or, read flat, the hourly rows of every unlogged hour when there are no days;
-//   inv    the logged hours (each once; the log may hold a row per writer shard): raw rows,
-//          an index range scan per hour;
-// plus raw rows for the partial hours at either edge of a span inside a longer window. The
-// caller says what each layer selects (keys and measures, as the raw path groups them); the
-// parts are combined by UNION ALL and grouped as the raw path groups.
-//
-// Each per-day and per-hour read is a LATERAL subquery kept by OFFSET 0: an index probe or range
-// scan per day or hour whatever the row estimates (joined flat, the planner may scan the whole
-// span and test every row: 2.2 s instead of 2 ms at 10M events for a filtered raw tail).
-//
-// Days are built only for local days whose start and end are whole UTC hours (sql/012), so the
-// hours a day covers are generate_series(lo, hi - 1 hour): `hrs` leaves them out by an equality
-// anti-join (hashed, linear however long the span).
+// which rows (days, hrs, inv, and the raw edges of a chart window), in one statement, each day or
+// hour read by a LATERAL subquery kept by OFFSET 0. docs/rollups.md, "One layered read", states
+// the layers, why each is read so, and who reads them.
+import type { SqlParams } from './filters';
+import type { RollupRelation } from './planner';
 
 /** The span of a layered read: placeholders (or SQL timestamptz expressions) of its bounds. */
 export interface Layers {
@@ -109,16 +91,26 @@ export function layerCtes(layers: Layers): string {
 /** The layers' CTE whose rows a part reads: days (days.lo), hrs (hrs.h) or inv (inv.bucket). */
 export type Layer = 'days' | 'hrs' | 'inv';
 
-const START: Record<Layer, string> = { days: 'days.lo', hrs: 'hrs.h', inv: 'inv.bucket' };
+/** The start of a layer's day or hour. */
+export const LAYER_START: Record<Layer, string> = { days: 'days.lo', hrs: 'hrs.h', inv: 'inv.bucket' };
 
 /** `sql` (which reads days.lo, hrs.h or inv.bucket) once per row of `layer`, as `alias`: LATERAL, kept by OFFSET 0. */
 export function perRow(layer: Layer, sql: string, alias: string): string {
   return `${layer} CROSS JOIN LATERAL (${sql} OFFSET 0) ${alias}`;
 }
 
+/** A rollup relation's fixed keys as conditions on alias `a` (a.dimension = 'city'), and its renamed keys (x.value AS city). */
+export const matching = (rel: RollupRelation, a: string, p: SqlParams) => Object.entries(rel.match ?? {}).map(([k, v]) => `${a}.${k} = ${p.add(v)}`);
+export const renames = (rel: RollupRelation) => Object.entries(rel.as ?? {}).map(([k, n]) => `x.${k} AS ${n}`).join(', ');
+
+/** `select` of one day's or hour's rows of `relation` (alias `a`), the project's, with `keys` (fixed keys) and `where`: an index probe. */
+export function probe(layer: 'days' | 'hrs', relation: string, a: string, project: string, keys: readonly string[], where: readonly string[] = [], select = '*'): string {
+  return `SELECT ${select} FROM ${relation} ${a} WHERE ${[`${a}.project_id = ${project}`, ...keys, `${a}.bucket = ${LAYER_START[layer]}`, ...where].join(' AND ')}`;
+}
+
 /** The raw rows of `table` (e.g. `events s`) meeting `where` with `time` in each hour of `layer` (inv or hrs). */
 export function rawPerHour(layer: 'inv' | 'hrs', select: string, table: string, where: string, time: string, alias: string): string {
-  const h = START[layer];
+  const h = LAYER_START[layer];
   return perRow(layer, `SELECT ${select} FROM ${table}
           WHERE ${where} AND ${time} >= ${h} AND ${time} < ${h} + ${HOUR}`, alias);
 }

@@ -1,24 +1,7 @@
 // Turns a range or a startDate/endDate pair into the instants of a period and its series
-// buckets, with calendar boundaries taken in the project's IANA timezone (Intl only).
-//
-// Decisions (semantics.md leaves them open):
-// - Every period is [start, end): start inclusive, end exclusive.
-// - `30min`, `lastHour`, `last24h`: [now - 30 min | 1 h | 24 h, now], now included.
-// - `today` = [start of today, start of tomorrow); `yesterday` the whole day before.
-// - `7d`, `30d`, `90d` = [start of day (today - N + 1), start of tomorrow). semantics.md's
-//   list leaves `90d` out, but interface.md names it among the range values, so it is one.
-// - `3m`, `6m`, `12m` = [start of month (this - N + 1), start of next month).
-// - `monthToDate`, `yearToDate` = [start of this month | year, start of tomorrow).
-// - `lastMonth`, `lastYear`: the whole previous calendar month / year.
-// - startDate/endDate (inclusive days) = [start of startDate, start of endDate + 1 day).
-// - "Start of day" is the first instant of that local date (01:00 where midnight is
-//   skipped by a DST change).
-// - Granularity is decided on the nominal length (whole local days for calendar periods,
-//   so a 3-month period across a DST change is still "92 days"): hour <= 2 days,
-//   day <= 92 days, week (Monday) <= 186 days, else month.
-// - Buckets are aligned in the timezone; the first bucket is the hour/day/Monday/month
-//   that contains the period start, so it can begin before the period (a 6-month period
-//   that starts on a Thursday has its first week bucket on the Monday before).
+// buckets, with calendar boundaries taken in the project's IANA timezone (Intl only). The
+// decisions (which instants each range covers, DST, granularity, bucket alignment) are
+// docs/insights-decisions.md, "Decisions", and docs/semantics.md, "Dates" and `series`.
 import type { Range } from './params';
 
 export type Granularity = 'hour' | 'day' | 'week' | 'month';
