@@ -52,9 +52,13 @@ function manualPublish() {
 
 const tick = () => new Promise((r) => setImmediate(r));
 
+/** A wait cap no test run reaches: tests of the in-flight rule must not depend on how long a tick takes on a loaded CI box
+ *  (with the 5 ms default, a slow tick let the cap publish early and failed CI once). */
+const NO_CAP = 60_000;
+
 test('an op for an idle subject is published at the end of the turn, with no timer: ops of the same turn share its message; ops that arrive while it is in flight share the next', async () => {
   const m = manualPublish();
-  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, publish: m.publish });
+  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: NO_CAP, publish: m.publish });
   const first = b.add('s', op(1));
   const sameTurn = b.add('s', op(2));
   const other = b.add('t', op(5)); // another subject: its own message, the same turn
@@ -78,7 +82,7 @@ test('an op for an idle subject is published at the end of the turn, with no tim
 
 test('an op that arrives in an I/O callback (as a request does) is published before any timer, even one of 0 ms', async () => {
   const m = manualPublish();
-  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, publish: m.publish });
+  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: NO_CAP, publish: m.publish });
   // From an I/O callback, the loop's check phase (setImmediate) comes before its timers.
   const seen = await new Promise<{ callsWhenTimerFired: number; one: Promise<void> }>((resolve) => {
     stat('.', () => {
@@ -93,7 +97,7 @@ test('an op that arrives in an I/O callback (as a request does) is published bef
 
 test('the size cap still applies while a publish is in flight; a failed publish releases the ops gathered behind it', async () => {
   const m = manualPublish();
-  const b = new Batcher({ maxOps: 2, maxDelayMs: 0, maxBytes: 1 << 20, publish: m.publish });
+  const b = new Batcher({ maxOps: 2, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: NO_CAP, publish: m.publish });
   const first = b.add('s', op(1));
   await tick();
   assert.equal(m.calls.length, 1);
@@ -113,7 +117,7 @@ test('the size cap still applies while a publish is in flight; a failed publish 
 
 test('a full message in the turn goes at once; what follows it in the same turn waits behind it', async () => {
   const m = manualPublish();
-  const b = new Batcher({ maxOps: 2, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: 20, publish: m.publish });
+  const b = new Batcher({ maxOps: 2, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: NO_CAP, publish: m.publish });
   const full = [b.add('s', op(1)), b.add('s', op(2))];
   assert.equal(m.calls.length, 1, 'full: published without waiting for the turn to end');
   const third = b.add('s', op(3));
@@ -130,7 +134,7 @@ test('a full message in the turn goes at once; what follows it in the same turn 
 
 test('an op alone in its message uses the message id it was given; a shared message gets a random one', async () => {
   const m = manualPublish();
-  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, publish: m.publish });
+  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: NO_CAP, publish: m.publish });
   const a = b.add('s', op(1), 'lone-1');
   await tick();
   const c = [b.add('s', op(2), 'lone-2'), b.add('s', op(3), 'lone-3')];
@@ -158,13 +162,13 @@ test('flushAll waits for the ops gathered behind a publish in flight too (drain)
 
 test('ops gathered behind a publish that does not settle go after maxWaitBehindMs, so each times out on its own clock', async () => {
   const m = manualPublish();
-  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: 20, publish: m.publish });
+  const b = new Batcher({ maxOps: 100, maxDelayMs: 0, maxBytes: 1 << 20, maxWaitBehindMs: 200, publish: m.publish });
   const stuck = b.add('s', op(1));
   await tick();
   const behind = b.add('s', op(2));
   await tick();
   assert.equal(m.calls.length, 1);
-  await new Promise((r) => setTimeout(r, 40));
+  await new Promise((r) => setTimeout(r, 600));
   assert.equal(m.calls.length, 2, 'published although the first is still in flight');
   assert.deepEqual(m.calls[1]!.ops.map((o) => o.id), ['id-2']);
   m.calls[1]!.fail(new Error('timeout'));
