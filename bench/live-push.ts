@@ -21,6 +21,9 @@ import { ROOT, TestEnv, post, sleep, track, waitFor, type Credentials } from '..
 import { machineInfo, writeSection } from './run';
 import { percentile } from './query-support';
 
+/** A browser's: a server-side event (no user-agent, or fetch's own) is no live visitor. */
+const BROWSER_UA = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36';
+
 const { values } = parseArgs({
   options: {
     sockets: { type: 'string', default: '10000' },
@@ -104,7 +107,7 @@ try {
     for (let i = 0; i < n; i++) {
       const expect = current + 1;
       const arrived = new Promise<bigint>((resolve) => (waiting = { expect, resolve }));
-      const res = await post(`${url}/track`, track('screen_view', { __path: `https://bench.example/${i}` }, { profileId: `v${visitor++}` }), target.writer);
+      const res = await post(`${url}/track`, track('screen_view', { __path: `https://bench.example/${i}` }, { profileId: `v${visitor++}` }), target.writer, { userAgent: BROWSER_UA });
       const acceptedAt = process.hrtime.bigint();
       if (res.status !== 202) throw new Error(`track answered ${res.status}`);
       const at = await Promise.race([arrived, sleep(10_000).then(() => null)]);

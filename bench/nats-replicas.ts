@@ -103,6 +103,8 @@ function track(s: Setup, seq: number, devices: number): Promise<number> {
       headers: {
         'content-type': 'application/json', 'content-length': Buffer.byteLength(body),
         'service-client-id': s.creds.clientId, 'service-client-secret': s.creds.clientSecret,
+        // a browser's: without one the event is server-side and opens no session
+        'user-agent': 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36',
       },
     }, (res) => {
       res.resume();

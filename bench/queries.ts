@@ -31,6 +31,8 @@ import { MAIN_PROJECT } from './generate';
 import { cleanupNamespace, fmt, logLiveTail, machine, NATS_URL, percentile, queryBenchArgs, request, REDIS_URL, type Creds } from './query-support';
 import { writeSection as writeResultsSection } from './run';
 
+const BROWSER_UA = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36';
+
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const RESULTS = path.join(ROOT, 'bench/RESULTS.md');
 const SECTION = '## Insights queries';
@@ -149,7 +151,8 @@ async function runOne(url: string): Promise<DbRun> {
     for (let i = 0; i < LIVE_PROFILES; i++) {
       const res = await fetch(`${base}/track`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'service-client-id': writer.id, 'service-client-secret': writeSecret, 'x-client-ip': `10.1.${i >> 8}.${i & 255}` },
+        // a browser's user-agent: a server-side event (none, or fetch's own) is no live visitor
+        headers: { 'content-type': 'application/json', 'service-client-id': writer.id, 'service-client-secret': writeSecret, 'x-client-ip': `10.1.${i >> 8}.${i & 255}`, 'user-agent': BROWSER_UA },
         body: JSON.stringify({ type: 'track', payload: { name: 'screen_view', profileId: `live-${i}`, properties: { __path: '/' } } }),
       });
       await res.arrayBuffer();

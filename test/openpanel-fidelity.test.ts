@@ -340,3 +340,101 @@ describe('cli project update, seen at once by the running API', () => {
     assert.equal(ny.indexOf(1), localHour);
   });
 });
+
+describe('server-side events', () => {
+  // Day D (UTC project): u1 views a page in Chrome at 10:00; its backend sends `purchase` for u1
+  // at 10:05 (user-agent node): it joins u1's open session. okhttp with profileId u2 (no browser
+  // session of u2), python-requests and curl without a profile: stored without a session. An app
+  // behind okhttp with __os .. __model overrides at 10:20 (profileId u3): a device, so a session.
+  // Expected on D: 2 sessions (u1's, u3's), 2 visitors, 1 screen view, both sessions bounced
+  // (at most one screen view), durations 0 (the joined purchase does not lengthen u1's session).
+  const day = new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10);
+  const at = (h: number, m = 0) => `${day}T${String(h).padStart(2, '0')}:${String(m).padStart(2, '0')}:00.000Z`;
+  let sp: string;
+  let w: Credentials;
+  let r: Credentials;
+  const rowsOf = (name: string) => env.db.query('SELECT id, session_id, profile_id, device FROM events WHERE project_id = $1 AND name = $2 ORDER BY created_at', [sp, name]);
+
+  before(async () => {
+    sp = await env.project({ name: 'Server side' });
+    w = await env.client(sp, 'write', 0);
+    r = await env.client(sp, 'read');
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://s.example/a', __timestamp: at(10) }, { profileId: 'u1' }), w, { userAgent: freshUa(), ip: '8.8.8.8' }));
+    accepted(await post(`${app.url}/track`, track('purchase', { __timestamp: at(10, 5), amount: 3 }, { profileId: 'u1' }), w, { userAgent: 'node', ip: '9.9.9.9' }));
+    accepted(await post(`${app.url}/track`, track('srv', { __timestamp: at(10, 10) }, { profileId: 'u2' }), w, { userAgent: 'okhttp/4.12.0', ip: '9.9.9.9' }));
+    accepted(await post(`${app.url}/track`, track('srv', { __timestamp: at(10, 11) }), w, { userAgent: 'python-requests/2.31.0', ip: '9.9.9.9' }));
+    accepted(await post(`${app.url}/track`, track('srv', { __timestamp: at(10, 12) }), w, { userAgent: 'curl/8.4.0', ip: '9.9.9.9' }));
+    accepted(await post(`${app.url}/track`, track('app_open', { __timestamp: at(10, 20), __os: 'Android', __device: 'mobile', __brand: 'Samsung', __model: 'SM-S918B' }, { profileId: 'u3' }), w, { userAgent: 'okhttp/4.12.0', ip: '9.9.9.9' }));
+    await waitFor(async () => Number((await env.db.query("SELECT count(*) AS n FROM events WHERE project_id = $1 AND name IN ('screen_view', 'purchase', 'srv', 'app_open')", [sp])).rows[0].n) === 6, { what: '6 events' });
+  });
+
+  test('a server event of a profile whose session is open joins it; the others are stored without a session and open none', async () => {
+    const [view] = (await rowsOf('screen_view')).rows;
+    const [purchase] = (await rowsOf('purchase')).rows;
+    assert.ok(view.session_id);
+    assert.equal(purchase.session_id, view.session_id, 'u1\'s purchase joins u1\'s session');
+    assert.deepEqual((await rowsOf('srv')).rows.map((x) => x.session_id), [null, null, null]);
+    assert.ok((await rowsOf('app_open')).rows[0].session_id, 'an app with device overrides is a device: its session');
+    const starts = await env.db.query("SELECT count(*)::int AS n FROM events WHERE project_id = $1 AND name = 'session_start'", [sp]);
+    assert.equal(starts.rows[0].n, 2, 'two sessions started: u1 in Chrome, u3 in the app');
+    const ex = await get(`${app.url}/export/events?event=purchase&start=${day}&end=${day}`, r);
+    assert.equal(ex.status, 200);
+    assert.equal(ex.body.data[0].sessionId, view.session_id);
+  });
+
+  test('insights: never in sessions, bounce, duration or visitors', async () => {
+    const m = await get(`${app.url}/insights/${sp}/metrics?startDate=${day}&endDate=${day}`, r);
+    assert.equal(m.status, 200, JSON.stringify(m.body));
+    assert.deepEqual(m.body.metrics, {
+      bounce_rate: 100, unique_visitors: 2, total_sessions: 2, avg_session_duration: 0, total_screen_views: 1, views_per_session: 0.5,
+    });
+    const device = await get(`${app.url}/insights/${sp}/device?startDate=${day}&endDate=${day}`, r);
+    assert.deepEqual(device.body.map((x: { name: string; sessions: number }) => [x.name, x.sessions]).sort(), [['desktop', 1], ['mobile', 1]]);
+  });
+
+  test('export and event charts count them', async () => {
+    const ex = await get(`${app.url}/export/events?event=srv&start=${day}&end=${day}`, r);
+    assert.equal(ex.body.meta.totalCount, 3);
+    const series = encodeURIComponent(JSON.stringify([{ name: 'srv' }, { name: 'purchase' }]));
+    const chart = await get(`${app.url}/export/charts?series=${series}&startDate=${day}&endDate=${day}&interval=day`, r);
+    assert.equal(chart.status, 200, JSON.stringify(chart.body));
+    assert.deepEqual(chart.body.series.map((s: { metrics: { count: number } }) => s.metrics.count), [3, 1]);
+  });
+
+  test('live visitors: server-only events count no one; a browser event does', async () => {
+    const lp = await env.project({ name: 'Server live' });
+    const lw = await env.client(lp, 'write', 0);
+    const lr = await env.client(lp, 'read');
+    for (const ua of ['node', 'python-requests/2.31.0', 'okhttp/4.12.0']) accepted(await post(`${app.url}/track`, track('srv'), lw, { userAgent: ua, ip: '9.9.9.9' }));
+    assert.deepEqual((await get(`${app.url}/insights/${lp}/live`, lr)).body, { visitors: 0 });
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://s.example/' }), lw, { userAgent: freshUa(), ip: '8.8.8.8' }));
+    assert.deepEqual((await get(`${app.url}/insights/${lp}/live`, lr)).body, { visitors: 1 });
+  });
+});
+
+describe('identify within a session', () => {
+  // Day D: device A (Chrome) views /a anonymously at 10:00, then /b as alice at 10:01; device B
+  // (Firefox, another address) views /c as alice at 10:20; device C views /d anonymously at
+  // 10:30. The whole of A's session is alice's: 3 sessions, 2 visitors (alice, C's device).
+  const day = new Date(Date.now() - 2 * 86_400_000).toISOString().slice(0, 10);
+  const at = (h: number, m = 0) => `${day}T${String(h).padStart(2, '0')}:${String(m).padStart(2, '0')}:00.000Z`;
+  const FIREFOX_UA = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:121.0) Gecko/20100101 Firefox/121.0';
+
+  test('unique visitors count the profile once across its sessions and devices', async () => {
+    const ip = await env.project({ name: 'Identify' });
+    const w = await env.client(ip, 'write', 0);
+    const r = await env.client(ip, 'read');
+    const a = freshUa();
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/a', __timestamp: at(10) }), w, { userAgent: a, ip: '2.2.2.2' }));
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/b', __timestamp: at(10, 1) }, { profileId: 'alice' }), w, { userAgent: a, ip: '2.2.2.2' }));
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/c', __timestamp: at(10, 20) }, { profileId: 'alice' }), w, { userAgent: FIREFOX_UA, ip: '3.3.3.3' }));
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/d', __timestamp: at(10, 30) }), w, { userAgent: freshUa(), ip: '4.4.4.4' }));
+    await waitFor(async () => Number((await env.db.query("SELECT count(*) AS n FROM events WHERE project_id = $1 AND name = 'screen_view'", [ip])).rows[0].n) === 4, { what: '4 views' });
+    const m = await get(`${app.url}/insights/${ip}/metrics?startDate=${day}&endDate=${day}`, r);
+    assert.equal(m.status, 200, JSON.stringify(m.body));
+    assert.equal(m.body.metrics.total_sessions, 3);
+    assert.equal(m.body.metrics.unique_visitors, 2);
+    const profiles = await env.db.query('SELECT profile_id FROM sessions WHERE project_id = $1 ORDER BY started_at', [ip]);
+    assert.deepEqual(profiles.rows.map((x) => x.profile_id).slice(0, 2), ['alice', 'alice']);
+  });
+});

@@ -76,11 +76,15 @@ export function parseUserAgentInfo(userAgent: string | null | undefined): UserAg
  * overridden are '' (unknown). `serverSide`: a server user-agent and no override.
  */
 export function withDeviceOverrides(info: UserAgentInfo, overrides: DeviceOverrides | null | undefined): { fields: DeviceFields; serverSide: boolean } {
-  let any = false;
-  if (overrides) for (const k in overrides) if (overrides[k as keyof DeviceFields]) any = true;
-  if (!any) return { fields: info.fields, serverSide: info.isServer };
+  if (!hasDeviceOverride(overrides)) return { fields: info.fields, serverSide: info.isServer };
   const base = info.isServer ? NO_DEVICE : info.fields;
   return { fields: { ...base, ...definedOnly(overrides!) }, serverSide: false };
+}
+
+/** Whether the client sent any of `__os` ... `__model` (non-empty): then the event is not server-side. */
+export function hasDeviceOverride(overrides: DeviceOverrides | null | undefined): boolean {
+  if (overrides) for (const k in overrides) if (overrides[k as keyof DeviceFields]) return true;
+  return false;
 }
 
 const NO_DEVICE: Readonly<DeviceFields> = Object.freeze({ device: '', browser: '', browser_version: '', os: '', os_version: '', brand: '', model: '' });

@@ -2,6 +2,7 @@
 // only after the JetStream ack. Never blocks on PostgreSQL (clients are cached).
 import type { ZodType } from 'zod';
 import { detectBot } from '../enrich/bot';
+import { hasDeviceOverride, parseUserAgentInfo } from '../enrich/user-agent';
 import type { Authenticator } from '../auth/auth';
 import { BadRequestError, PayloadTooLargeError, ServiceUnavailableError, TooManyRequestsError, UnauthorizedError, UnsupportedMediaTypeError } from '../http/errors';
 import type { Route } from '../http/router';
@@ -115,6 +116,15 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     if (v === undefined) botVerdicts.set(key, (v = detectBot(ua).isBot));
     return v;
   };
+  // A user-agent with no browser and no OS behind it (absent, node, okhttp/..., curl/...):
+  // the worker's enrich step decides the same from the same string (internal/enrich/user-agent.ts).
+  const serverVerdicts = new GenerationalCache<string, boolean>(10_000);
+  const isServerUa = (ua: string | null) => {
+    const key = ua ?? '';
+    let v = serverVerdicts.get(key);
+    if (v === undefined) serverVerdicts.set(key, (v = parseUserAgentInfo(ua).isServer));
+    return v;
+  };
 
   /**
    * One request, start to 202: auth, body, plan, device, gate, publish. One async function
@@ -164,13 +174,33 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       if (await deps.gate.isRevoked(client.id).catch(() => false)) throw new UnauthorizedError('invalid client credentials');
       throw new BadRequestError(`${problem.path.join('.')}: ${problem.message}`, [problem]);
     }
-    // Live visitors: recent, non-bot events only (a backfilled event is not live).
-    const live = planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !isBotUa(userAgent) ? planned.eventMs : null;
+    // A server-side event (semantics.md, "OpenPanel fidelity": no browser, no OS, no device
+    // override) opens no session and is no visitor. With a profileId, it goes to the device of
+    // the profile's latest browser event, so that the worker, which keeps sessions by device
+    // and shard, finds the session it joins when it is open.
+    // A crawler without an OS (Googlebot) is a bot first: it keeps its bot sessions, as the
+    // worker decides from the same detector.
+    const serverSide = op.kind === 'track' && isServerUa(userAgent) && !hasDeviceOverride(op.deviceOverrides) && !isBotUa(userAgent);
+    let joined = false;
+    if (serverSide && planned.profileId && !planned.deviceOverride) {
+      const browserDevice = await deps.gate.profileDevice(projectId, planned.profileId).catch((err: unknown) => {
+        deps.onDegraded?.('redis', err);
+        return null;
+      });
+      if (browserDevice) {
+        joined = true;
+        deviceId = browserDevice;
+        previousDeviceId = '';
+        op = planned.build(deviceId, ip);
+      }
+    }
+    // Live visitors: recent, non-bot, browser events only (a backfilled event is not live).
+    const live = !serverSide && planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !isBotUa(userAgent) ? planned.eventMs : null;
     // Usually decided at once (local revocation mirror and token bucket); a promise only when
     // Redis must answer first (see internal/ratelimit/gate.ts).
     let gate: GateResult | Promise<GateResult> = deps.gate.ingest({
       clientId: client.id, ratePerSecond: client.ingestRate, projectId, deviceId, previousDeviceId,
-      markSeen: window.markSeen && !planned.deviceOverride,
+      markSeen: window.markSeen && !planned.deviceOverride && !joined,
       profileId: planned.profileId ?? '', liveAtMs: live, nowMs: receivedMs,
     });
     if (gate instanceof Promise) {
@@ -189,6 +219,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       throw e;
     }
     if (gate.deviceId !== deviceId) op = planned.build(gate.deviceId, ip);
+    if (op.kind === 'track' && !serverSide && planned.profileId) deps.gate.noteProfileDevice(projectId, planned.profileId, gate.deviceId, receivedMs);
     let msgId: string | undefined;
     if (idempotencyKey !== null) {
       op.id = dedupeOpId(projectId, idempotencyKey);

@@ -20,6 +20,7 @@
 // aligned to the clock admits up to 2 x limit across its boundary). Refused requests are not
 // logged. X-RateLimit-Reset (and Retry-After) is the time until the oldest admitted request
 // leaves the window, i.e. until a refused client is admitted again.
+import { LRUCache } from 'lru-cache';
 import type { Redis, RedisKeys } from '../redis/redis';
 import { acknowledge } from '../redis/announce';
 import { LocalBuckets, RATE_WINDOW_MS, type LeaseAnswer, type RateState, type TakeResult } from './lease';
@@ -260,6 +261,9 @@ export interface IngestGateInput {
 }
 
 export const LIVE_WINDOW_MS = 5 * 60 * 1000;
+/** How long a profile's browser device is remembered for its server-side events: a session stays open 30 minutes. */
+export const PROFILE_DEVICE_TTL_SECONDS = 35 * 60;
+const PROFILE_DEVICE_REFRESH_MS = 60_000;
 const SEEN_TTL_SECONDS = 30 * 60;
 const DAY_MS = 86_400_000;
 /** Requests decided by one Redis call at most. */
@@ -533,6 +537,31 @@ export class Gate {
       },
     );
   }
+
+  /**
+   * Remembers `deviceId` as the device of the profile's latest browser event, for
+   * PROFILE_DEVICE_TTL_SECONDS (longer than a session stays open): a server-side event of the
+   * profile is then queued on that device, so that the worker finds its open session. Written
+   * in the background, at most once a minute per profile and device (a local LRU), before the
+   * request's 202 goes out (one Redis connection keeps the order of its commands).
+   */
+  noteProfileDevice(projectId: string, profileId: string, deviceId: string, nowMs: number): void {
+    const key = this.keys.profileDevice(projectId, profileId);
+    const last = this.profileDevices.get(key);
+    if (last && last.deviceId === deviceId && nowMs - last.atMs < PROFILE_DEVICE_REFRESH_MS) return;
+    this.profileDevices.set(key, { deviceId, atMs: nowMs });
+    this.redis.set(key, deviceId, 'EX', PROFILE_DEVICE_TTL_SECONDS).catch((err: unknown) => {
+      this.profileDevices.delete(key);
+      this.opts.onAsyncError?.(err);
+    });
+  }
+
+  /** The device of the profile's latest browser event in the last PROFILE_DEVICE_TTL_SECONDS, or null. */
+  async profileDevice(projectId: string, profileId: string): Promise<string | null> {
+    return this.redis.get(this.keys.profileDevice(projectId, profileId));
+  }
+
+  private readonly profileDevices = new LRUCache<string, { deviceId: string; atMs: number }>({ max: 50_000 });
 
   /** Whether the client is in the revocation set (ingest asks only on its error path). */
   async isRevoked(clientId: string): Promise<boolean> {

@@ -20,6 +20,8 @@ export function redisKeys(ns: string) {
     /** Pub/sub channel told when a project's live count may have changed (the ingest gate script builds it as the live key + ':changed'). */
     liveChanged: (projectId: string) => `${ns}:live:${projectId}:changed`,
     seen: (deviceId: string) => `${ns}:seen:${deviceId}`,
+    /** The device of a profile's latest browser event (server-side events join its session: internal/ingest/handler.ts). */
+    profileDevice: (projectId: string, profileId: string) => `${ns}:pdev:${projectId}:${profileId}`,
     salts: `${ns}:salts`,
     shardOwner: (shard: number) => `${ns}:shard-owner:${shard}`,
     workers: `${ns}:workers`,

@@ -316,3 +316,21 @@ test('a late event just before the session start is counted without moving the s
   assert.equal(sessionDurationMs(step.current), 10 * MIN);
   assert.equal(step.current.entryPath, '/a');
 });
+
+test('identify within a session: an event naming a profile gives it the whole session; a later anonymous one does not take it back', () => {
+  const { steps, current } = run([
+    view(T0, '/a'),
+    view(T0 + MIN, '/b', { profileId: 'alice' }),
+    view(T0 + 2 * MIN, '/c'),
+  ]);
+  assert.equal(steps[0]!.session.profileId, 'dev-a', 'anonymous: the device');
+  assert.equal(steps[1]!.session.id, steps[0]!.session.id);
+  assert.equal(steps[1]!.session.profileId, 'alice');
+  assert.equal(current!.profileId, 'alice');
+  const bob = run([view(T0 + 3 * MIN, '/d', { profileId: 'bob' })], current).current!;
+  assert.equal(bob.profileId, 'bob', 'a later event naming another profile');
+  // A late event inside the span, naming a profile, identifies the session it is counted in.
+  const late = run([view(T0 + 30 * 1000, '/late', { profileId: 'carol' })], current).steps[0]!;
+  assert.equal(late.session.id, current!.id);
+  assert.equal(late.session.profileId, 'carol');
+});

@@ -79,6 +79,9 @@ function newSession(ev: EventRecord, at: number, opts: SessionOptions): SessionS
 
 function count(s: SessionState, ev: EventRecord, at: number, latest: boolean): void {
   s.eventCount++;
+  // semantics.md, "OpenPanel fidelity": once the device is identified (an event whose
+  // profileId is not the deviceId), the whole session belongs to that profile.
+  if (ev.profileId !== ev.deviceId && ev.profileId !== '' && s.profileId !== ev.profileId) s.profileId = ev.profileId;
   if (ev.name === SCREEN_VIEW) {
     s.screenViewCount++;
     if (!s.entryPath && !s.entryOrigin) {

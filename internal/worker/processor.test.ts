@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { createEnricher, type Enricher } from '../enrich';
 import type { EventRecord, QueuedOp, QueuedTrack } from '../model/event';
 import type { SessionState } from '../sessionize/session';
-import { deviceKey, processOps, type ProcessDeps, type ProcessedBatch } from './processor';
+import { deviceKey, joinable, processOps, type ProcessDeps, type ProcessedBatch } from './processor';
 
 const MIN = 60_000;
 const TIMEOUT = 30 * MIN;
@@ -348,4 +348,51 @@ test('a batch writes each changed session once, however many of its events it ho
   assert.equal(out.viewDurations.length, 1);
   assert.deepEqual(out.events.filter((e) => e.name === 'screen_view').map((e) => e.durationMs), [...Array(9).fill(1000), null]);
   assert.deepEqual(h.loads, [[DEV]]);
+});
+
+test('a server-side event of the profile joins its open session and changes nothing in it; otherwise it has no session and opens none', async () => {
+  const h = new Harness();
+  await h.batch([view(T0, 'https://shop.example/a', { profileId: 'u1' })]);
+  const before = h.cache.get(deviceKey(PROJECT, DEV))!;
+  assert.equal(before.profileId, 'u1');
+  const out = await h.batch([
+    track(T0 + 5 * MIN, 'purchase', { profileId: 'u1', userAgent: 'node' }), // joins
+    track(T0 + 6 * MIN, 'srv', { profileId: 'u2', userAgent: 'node' }), // another profile: none
+    track(T0 + 7 * MIN, 'srv', { profileId: 'u1', userAgent: null }), // no user-agent at all: server-side, joins
+  ]);
+  assert.deepEqual(names(out.events), ['purchase', 'srv', 'srv'], 'no session_start: server-side events open no session');
+  assert.deepEqual(out.events.map((e) => e.sessionId), [before.id, null, before.id]);
+  assert.equal(out.sessions.length, 0, 'the session row is not written again');
+  assert.equal(out.viewDurations.length, 0, 'no time on page for the view before it');
+  const after = h.cache.get(deviceKey(PROJECT, DEV))!;
+  assert.deepEqual([after.lastEventAt, after.eventCount, after.screenViewCount], [before.lastEventAt, before.eventCount, before.screenViewCount]);
+  // 30 minutes after the session's last event it is no longer open; an app behind okhttp with
+  // device overrides is a device: it opens its own session.
+  const late = await h.batch([
+    track(T0 + 30 * MIN, 'srv', { profileId: 'u1', userAgent: 'okhttp/4.12.0' }),
+    track(T0 + 31 * MIN, 'app_open', { deviceId: 'b'.repeat(32), profileId: 'u3', userAgent: 'okhttp/4.12.0', deviceOverrides: { os: 'Android' } }),
+  ]);
+  assert.deepEqual(names(late.events), ['srv', 'session_start', 'app_open']);
+  assert.equal(late.events[0]!.sessionId, null);
+  assert.ok(late.events[2]!.sessionId);
+});
+
+test('joinable: the profile\'s session, not ended, open at the event\'s time', () => {
+  const s = { id: 's', profileId: 'u1', startedAt: T0, lastEventAt: T0 + MIN, ended: false, isBot: false } as SessionState;
+  const ev = (at: number, profileId = 'u1') => ({ createdAt: new Date(at), profileId }) as EventRecord;
+  assert.equal(joinable(s, ev(T0 + 10 * MIN), TIMEOUT), s);
+  assert.equal(joinable(s, ev(T0), TIMEOUT), s, 'at its start');
+  assert.equal(joinable(s, ev(T0 - 1), TIMEOUT), null, 'before its start');
+  assert.equal(joinable(s, ev(T0 + MIN + TIMEOUT), TIMEOUT), null, '30 minutes after its last event');
+  assert.equal(joinable(s, ev(T0 + 10 * MIN, 'u2'), TIMEOUT), null, 'another profile');
+  assert.equal(joinable({ ...s, ended: true }, ev(T0 + 10 * MIN), TIMEOUT), null, 'ended');
+  assert.equal(joinable(null, ev(T0), TIMEOUT), null);
+});
+
+test('a crawler without an OS (Googlebot) is a bot first: it keeps opening its bot session', async () => {
+  const h = new Harness();
+  const out = await h.batch([view(T0, 'https://shop.example/a', { userAgent: 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)' })]);
+  assert.deepEqual(names(out.events), ['session_start', 'screen_view']);
+  assert.equal(out.events[1]!.isBot, true);
+  assert.ok(out.events[1]!.sessionId);
 });

@@ -72,6 +72,17 @@ function sessionEvent(name: 'session_start' | 'session_end', s: SessionState, te
   return rec;
 }
 
+/**
+ * The session a server-side event joins: the device's current session when it is of the
+ * event's profile and open at the event's time (not ended, the event within the timeout of
+ * its last event and not before its start); else null.
+ */
+export function joinable(s: SessionState | null, ev: EventRecord, timeoutMs: number): SessionState | null {
+  if (!s || s.ended || s.isBot || s.profileId !== ev.profileId) return null;
+  const at = ev.createdAt.getTime();
+  return at >= s.startedAt && at - s.lastEventAt < timeoutMs ? s : null;
+}
+
 /** Event time of an op for ordering (receipt time for ops that are not events). */
 const opTime = (op: QueuedOp): number => Date.parse(op.kind === 'track' ? op.createdAt : op.receivedAt);
 
@@ -115,6 +126,17 @@ export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<
         }
         const rec = result.event;
         const k = deviceKey(op.projectId, op.deviceId);
+        if (rec.serverSide && !rec.isBot) {
+          // semantics.md, "OpenPanel fidelity": a server-side event opens no session and
+          // changes none (a bot without an OS, such as Googlebot, keeps its bot sessions). It joins the device's session when that session is open at its time
+          // and of its profile (the API queued it on the device of the profile's latest browser
+          // event); else it is stored without a session.
+          const open = joinable(current(k), rec, deps.timeoutMs);
+          rec.sessionId = open ? open.id : null;
+          events.push(rec);
+          byId.set(rec.id, rec);
+          break;
+        }
         const step = applyEvent(current(k), rec, opts);
         rec.sessionId = step.session.id;
         for (const ended of step.ended) {

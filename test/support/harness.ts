@@ -247,9 +247,13 @@ export async function spawnApp(
 
 export interface SendOptions {
   headers?: Record<string, string>;
+  /** Default BROWSER_UA: an event without a browser's user-agent is server-side (opens no session). */
   userAgent?: string;
   ip?: string;
 }
+
+/** A desktop Chrome's user-agent: what tests send unless they name another (fetch's own, `node`, is a server's). */
+export const BROWSER_UA = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36';
 
 /** POST JSON with write-client credentials. */
 export async function post(url: string, body: unknown, creds: Credentials | null, o: SendOptions = {}): Promise<{ status: number; body: any; headers: Headers }> {
@@ -259,6 +263,7 @@ export async function post(url: string, body: unknown, creds: Credentials | null
     headers['service-client-secret'] = creds.clientSecret;
   }
   if (o.userAgent) headers['user-agent'] = o.userAgent;
+  else if (!Object.keys(headers).some((h) => h.toLowerCase() === 'user-agent')) headers['user-agent'] = BROWSER_UA;
   if (o.ip) headers['x-client-ip'] = o.ip;
   const res = await fetch(url, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
   const text = await res.text();

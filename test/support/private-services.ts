@@ -17,7 +17,7 @@ import pg from 'pg';
 import type { Config } from '../../internal/config/config';
 import { createPool, ensureDatabase, type Pool } from '../../internal/store/db';
 import { migrate } from '../../internal/store/migrate';
-import { TestEnv, sleep, spawnApp, waitFor, type Credentials } from './harness';
+import { BROWSER_UA, TestEnv, sleep, spawnApp, waitFor, type Credentials } from './harness';
 import { assertSessionEvents } from './sessions-traffic';
 
 export const NATS_BIN = process.env.TEST_NATS_BIN ?? '/usr/sbin/nats-server';
@@ -488,7 +488,7 @@ export class SteadyLoad {
     try {
       const res = await fetch(`${base}/track`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'service-client-id': this.o.creds.clientId, 'service-client-secret': this.o.creds.clientSecret },
+        headers: { 'content-type': 'application/json', 'service-client-id': this.o.creds.clientId, 'service-client-secret': this.o.creds.clientSecret, 'user-agent': BROWSER_UA },
         body: JSON.stringify(loadBody(e)),
         signal: AbortSignal.timeout(this.o.requestTimeoutMs ?? 20_000),
       });
