@@ -39,9 +39,9 @@ test('single-address headers take their first entry and any address (a server SD
 
 test('x-forwarded-for: the first public entry, skipping private, loopback and link-local hops', () => {
   const xff = (v: string) => clientIp({ 'x-forwarded-for': v }, SOCKET, null);
-  assert.equal(xff('203.0.113.7'), '203.0.113.7');
+  assert.equal(xff('81.2.69.142'), '81.2.69.142');
   assert.equal(xff('10.1.2.3, 192.168.0.4, 172.16.9.9, 127.0.0.1, 169.254.1.1, 81.2.69.160, 8.8.8.8'), '81.2.69.160');
-  assert.equal(xff('garbage, 2001:db8::1'), '2001:db8::1');
+  assert.equal(xff('garbage, 2a00:1450:4001::1'), '2a00:1450:4001::1');
   assert.equal(xff('fd00::1, fe80::1, ::1, 2a00:1450:4001::1'), '2a00:1450:4001::1');
   assert.equal(xff('81.2.69.160:51234'), '81.2.69.160'); // a port appended by the proxy
   assert.equal(xff('[2a00:1450:4001::1]:443'), '2a00:1450:4001::1');
@@ -57,7 +57,62 @@ test('isPublicIp on the edges of each private range', () => {
     ['126.255.255.255', true], ['127.0.0.1', false], ['128.0.0.0', true], ['169.253.0.1', true], ['169.254.0.1', false],
     ['172.16.0.0', false], ['172.31.255.255', false], ['192.167.1.1', true], ['192.168.0.1', false], ['192.169.0.1', true],
     ['::', false], ['::1', false], ['fc00::1', false], ['fdff::1', false], ['fe00::1', true], ['fe80::1', false], ['febf::1', false],
-    ['fec0::1', true], ['2001:4860::8888', true], ['::ffff:10.0.0.1', false], ['::ffff:8.8.8.8', true],
+    ['fec0::1', false], ['fc00::', false], ['fbff:ffff::1', true], ['2001:4860::8888', true], ['::ffff:10.0.0.1', false], ['::ffff:8.8.8.8', true],
+  ];
+  for (const [ip, pub] of cases) assert.equal(isPublicIp(ip), pub, ip);
+});
+
+test('x-forwarded-for: shared, documentation, benchmarking, multicast, reserved and broadcast entries are skipped too', () => {
+  const xff = (v: string) => clientIp({ 'x-forwarded-for': v }, SOCKET, null);
+  const v4 = (ip: string) => `${ip}, 8.8.8.8`;
+  const v6 = (ip: string) => `${ip}, 2a00:1450:4001::1`;
+  // the repro: a carrier-grade NAT address ahead of the client's
+  assert.equal(xff('100.64.0.1, 8.8.8.8'), '8.8.8.8');
+  const skipped4 = [
+    '100.64.0.1', '100.127.255.254', // RFC 6598 shared address space, 100.64.0.0/10
+    '192.0.2.1', '198.51.100.1', '203.0.113.7', // documentation (TEST-NET-1/2/3)
+    '198.18.0.1', '198.19.255.254', // benchmarking, 198.18.0.0/15
+    '224.0.0.1', '239.255.255.250', // multicast, 224.0.0.0/4
+    '240.0.0.1', '254.1.2.3', // reserved, 240.0.0.0/4
+    '255.255.255.255', // limited broadcast
+    '0.1.2.3', // "this network", 0.0.0.0/8
+    '192.0.0.9', // IETF protocol assignments, 192.0.0.0/24
+    '::ffff:100.64.0.1', '::ffff:203.0.113.7', // IPv4-mapped: judged as the IPv4 address
+  ];
+  for (const ip of skipped4) assert.equal(xff(v4(ip)), '8.8.8.8', ip);
+  const skipped6 = [
+    '2001:db8::1', '2001:db8:ffff::1', // documentation, 2001:db8::/32
+    'ff02::1', 'ff0e::1', // multicast, ff00::/8
+    '2001:2::1', // benchmarking, 2001:2::/48
+    '100::1', // discard, 100::/64
+    'fec0::1', // deprecated site-local
+    '64:ff9b::808:808', // NAT64
+    '::ffff:0a00:0001', // mapped 10.0.0.1, written in hex
+  ];
+  for (const ip of skipped6) assert.equal(xff(v6(ip)), '2a00:1450:4001::1', ip);
+  // just outside those ranges: public, and kept
+  for (const ip of ['100.63.255.255', '100.128.0.1', '192.0.3.1', '198.17.255.255', '198.20.0.1', '198.51.101.1', '203.0.114.1', '223.255.255.254', '8.8.8.8']) {
+    assert.equal(xff(`${ip}, 1.1.1.1`), ip, ip);
+  }
+  for (const ip of ['2001:db9::1', '2001:4860:4860::8888', '2a00:1450:4001::1']) assert.equal(xff(`${ip}, 1.1.1.1`), ip, ip);
+  // none public: the socket
+  assert.equal(xff('100.64.0.1, 192.0.2.1, 2001:db8::1, ff02::1'), SOCKET);
+});
+
+test('isPublicIp on the edges of the shared, documentation, benchmarking, multicast and reserved ranges', () => {
+  const cases: [string, boolean][] = [
+    ['100.63.255.255', true], ['100.64.0.0', false], ['100.127.255.255', false], ['100.128.0.0', true],
+    ['192.0.1.255', true], ['192.0.2.0', false], ['192.0.2.255', false], ['192.0.3.0', true],
+    ['198.17.255.255', true], ['198.18.0.0', false], ['198.19.255.255', false], ['198.20.0.0', true],
+    ['198.51.99.255', true], ['198.51.100.0', false], ['198.51.100.255', false], ['198.51.101.0', true],
+    ['203.0.112.255', true], ['203.0.113.0', false], ['203.0.113.255', false], ['203.0.114.0', true],
+    ['223.255.255.255', true], ['224.0.0.0', false], ['239.255.255.255', false], ['240.0.0.0', false],
+    ['255.255.255.254', false], ['255.255.255.255', false],
+    ['2001:db7:ffff::1', true], ['2001:db8::', false], ['2001:db8:ffff:ffff::1', false], ['2001:db9::', true],
+    ['feff:ffff::1', false] /* fec0::/10 site-local */, ['ff00::', false], ['ffff:ffff::1', false],
+    ['::ffff:100.64.0.1', false], ['::ffff:192.0.2.1', false], ['::ffff:224.0.0.1', false], ['::ffff:0808:0808', true],
+    ['fe80::1%eth0', false], ['fe80::1%eth0.1', false],
+    ['', false], ['not an address', false], ['8.8.8.8:53', false], ['010.0.0.1', false], ['0x08.8.8.8', false],
   ];
   for (const [ip, pub] of cases) assert.equal(isPublicIp(ip), pub, ip);
 });

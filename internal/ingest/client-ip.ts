@@ -2,6 +2,7 @@
 // headers a proxy, CDN or server SDK sets, then the first public address in
 // x-forwarded-for, else the socket's. TRUSTED_IP_HEADERS narrows which headers are read.
 import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /** Headers that carry one address (the first entry counts when a proxy repeated one). */
 export const SINGLE_IP_HEADERS = ['x-client-ip', 'openpanel-client-ip', 'cf-connecting-ip', 'true-client-ip', 'x-real-ip'] as const;
@@ -69,34 +70,33 @@ function firstEntry(value: string): string {
 }
 
 /**
- * Whether an address (as `asIp` returns it) is public: not loopback, private (RFC 1918,
- * IPv6 unique local), link-local or unspecified. A proxy's own hops in x-forwarded-for
- * are such addresses, and skipped.
+ * Whether an address (as `asIp` returns it) is public: ipaddr.js's range for it is
+ * `unicast`, the name it gives every address in none of the special-purpose ranges it
+ * knows (IANA's registries). So these are not public: unspecified (0.0.0.0/8, ::),
+ * loopback, private (RFC 1918, IPv6 unique local fc00::/7), link-local, carrier-grade NAT
+ * (100.64.0.0/10), documentation (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24,
+ * 2001:db8::/32, 3fff::/20), benchmarking (198.18.0.0/15, 2001:2::/48), multicast
+ * (224.0.0.0/4, ff00::/8), reserved (240.0.0.0/4, 192.0.0.0/24), broadcast, IPv6
+ * site-local (fec0::/10), discard, NAT64 (64:ff9b::/96), the 6to4 and Teredo tunnel
+ * prefixes, and the AS112/AMT/ORCHID service ranges. An IPv4-mapped IPv6 address is
+ * judged as its IPv4 address. A proxy's own hops in x-forwarded-for, and addresses no
+ * client sends from, are such addresses, and skipped. Anything that is no address is
+ * not public.
  */
 export function isPublicIp(ip: string): boolean {
+  // node:net checks the form (strictly: no octal or hex IPv4 parts, which ipaddr.js would
+  // read) and names the family, so ipaddr.js parses once, with the family's own parser
+  // (its generic parse() validates and then parses again).
   const family = isIP(ip);
-  if (family === 4) {
-    const dot1 = ip.indexOf('.');
-    const a = Number(ip.slice(0, dot1));
-    const b = Number(ip.slice(dot1 + 1, ip.indexOf('.', dot1 + 1)));
-    if (a === 0 || a === 10 || a === 127) return false;
-    if (a === 169 && b === 254) return false;
-    if (a === 172 && b >= 16 && b <= 31) return false;
-    if (a === 192 && b === 168) return false;
-    return true;
+  if (family === 4) return ipaddr.IPv4.parse(ip).range() === 'unicast';
+  if (family !== 6) return false;
+  let v6: ipaddr.IPv6;
+  try {
+    v6 = ipaddr.IPv6.parse(ip);
+  } catch {
+    return false; // a zone id ipaddr.js does not take (`%eth0.1`): a scoped address, not a public one
   }
-  if (family === 6) {
-    const lower = ip.toLowerCase();
-    if (lower === '::' || lower === '::1') return false;
-    const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/.exec(lower);
-    if (mapped) return isPublicIp(mapped[1]!);
-    const colon = lower.indexOf(':');
-    const first = colon === 0 ? 0 : parseInt(lower.slice(0, colon), 16);
-    if ((first & 0xfe00) === 0xfc00) return false; // fc00::/7 unique local
-    if ((first & 0xffc0) === 0xfe80) return false; // fe80::/10 link-local
-    return true;
-  }
-  return false;
+  return (v6.isIPv4MappedAddress() ? v6.toIPv4Address().range() : v6.range()) === 'unicast';
 }
 
 /** The first public address among x-forwarded-for's entries (client first, then each proxy). */
