@@ -54,8 +54,9 @@ export function detectBot(userAgent: string | null | undefined): BotVerdict {
   // No user-agent: a server-side call (see SERVER_DEVICE), not a crawler.
   if (!userAgent?.trim()) return HUMAN;
   // A single token ("curl/8.4.0", "python-requests/2.31", "node", "axios/1.6"): an HTTP
-  // library behind a server-side SDK or a script, recorded as device 'server' and counted like
-  // OpenPanel counts server events. Crawlers announce themselves in a browser-like UA.
+  // library behind a server-side SDK or a script: no bot but a server-side event (device
+  // 'server'; it opens no session: internal/worker/processor.ts). Crawlers announce
+  // themselves in a browser-like UA.
   if (!/\s/.test(userAgent.trim())) return HUMAN;
   const match = CRAWLER_RE.exec(userAgent)?.[0];
   return match === undefined ? HUMAN : { isBot: true, botReason: botName(userAgent, match) };
