@@ -437,4 +437,34 @@ describe('identify within a session', () => {
     const profiles = await env.db.query('SELECT profile_id FROM sessions WHERE project_id = $1 ORDER BY started_at', [ip]);
     assert.deepEqual(profiles.rows.map((x) => x.profile_id).slice(0, 2), ['alice', 'alice']);
   });
+
+  test('live visitors: a device identified after anonymous events is its profile, counted once', async () => {
+    const lp = await env.project({ name: 'Identify live' });
+    const w = await env.client(lp, 'write', 0);
+    const r = await env.client(lp, 'read');
+    const a = freshUa();
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/a' }), w, { userAgent: a, ip: '2.2.2.2' }));
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/x' }), w, { userAgent: freshUa(), ip: '5.5.5.5' }));
+    const live = async () => waitFor(async () => {
+      const v = (await get(`${app.url}/insights/${lp}/live`, r)).body.visitors as number;
+      return v;
+    }, { what: 'the live count' });
+    assert.equal(await live(), 2, 'two anonymous devices');
+    // Without the rule the count would reach 3 (A's anonymous id, X's, bob) within a second.
+    const readings = async () => {
+      const seen: number[] = [];
+      for (let i = 0; i < 12; i++) {
+        seen.push((await get(`${app.url}/insights/${lp}/live`, r)).body.visitors);
+        await new Promise((res) => setTimeout(res, 125));
+      }
+      return seen;
+    };
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/b' }, { profileId: 'bob' }), w, { userAgent: a, ip: '2.2.2.2' }));
+    assert.deepEqual(await readings(), Array(12).fill(2), 'still two: device A is bob now');
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/c' }, { profileId: 'bob' }), w, { userAgent: FIREFOX_UA, ip: '3.3.3.3' }));
+    assert.deepEqual(await readings(), Array(12).fill(2), 'bob on a second device is still bob');
+    // A third visitor shows at once: the readings above were not stale.
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/d' }), w, { userAgent: freshUa(), ip: '6.6.6.6' }));
+    await waitFor(async () => (await live()) === 3 || undefined, { timeoutMs: 2000, what: 'three visitors' });
+  });
 });

@@ -44,7 +44,9 @@ export type { RateState } from './lease';
 // Live sets are trimmed here too (once per project per call), so they hold the last five
 // minutes' visitors even when nobody reads /live. A visitor new to the window (ZADD added a
 // member) changes the count: the project's channel (live key + ':changed') hears it once per
-// call, and live push (internal/live) re-counts; a returning visitor publishes nothing.
+// call, and live push (internal/live) re-counts; a returning visitor publishes nothing. An
+// event that names its profile also removes its device's own member (the device's anonymous
+// events before it: the device is that profile now), and a count that fell is announced too.
 const INGEST_SCRIPT = `
 local reqs = cjson.decode(ARGV[1])
 local revoked = ARGV[2]
@@ -102,7 +104,11 @@ for n, r in ipairs(reqs) do
           trimmed[liveKey] = true
           redis.call('ZREMRANGEBYSCORE', liveKey, '-inf', liveCutoff)
         end
-        if redis.call('ZADD', liveKey, 'GT', r[8], profile) == 1 and not changed[liveKey] then
+        local added = redis.call('ZADD', liveKey, 'GT', r[8], profile)
+        -- An identified device is its profile (semantics.md): its anonymous presence goes.
+        local removed = 0
+        if profile ~= device then removed = redis.call('ZREM', liveKey, device) end
+        if added ~= removed and not changed[liveKey] then
           changed[liveKey] = true
           changedKeys[#changedKeys + 1] = liveKey
         end
@@ -157,7 +163,7 @@ return {1, count, ttl, live}
 // `want` slots in a client's log) and the effects of admitted requests (live set, seen
 // device). Every client id it sees is checked against the revoked set, so a revocation the
 // channel missed is learnt within one call. ARGV: 1 JSON {l: [[rate key, client id, limit,
-// want], ...], e: [[live key, seen key or '', profile, live-at ms or '', client id], ...]},
+// want], ...], e: [[live key, seen key or '', profile, live-at ms or '', client id, device id when the profile was named else ''], ...]},
 // 2 revoked-clients key, 3 window ms, 4 seen TTL seconds, 5 sequence key, 6 live cutoff ms.
 // Returns JSON {l: [[code (1 ok, -1 revoked), granted, count, ttl ms], ...], rev: [client
 // ids]}. Live sets are trimmed and a new live visitor announced exactly as INGEST_SCRIPT does.
@@ -189,7 +195,11 @@ for _, e in ipairs(req.e) do
       trimmed[liveKey] = true
       redis.call('ZREMRANGEBYSCORE', liveKey, '-inf', liveCutoff)
     end
-    if redis.call('ZADD', liveKey, 'GT', e[4], e[3]) == 1 and not changed[liveKey] then
+    local added = redis.call('ZADD', liveKey, 'GT', e[4], e[3])
+    -- An identified device is its profile (semantics.md): its anonymous presence goes.
+    local removed = 0
+    if e[6] ~= nil and e[6] ~= '' and e[6] ~= e[3] then removed = redis.call('ZREM', liveKey, e[6]) end
+    if added ~= removed and not changed[liveKey] then
       changed[liveKey] = true
       changedKeys[#changedKeys + 1] = liveKey
     end
@@ -399,6 +409,7 @@ export class Gate {
       this.effects.push([
         this.keys.live(i.projectId), i.markSeen ? this.keys.seen(i.deviceId) : '',
         i.profileId || i.deviceId, i.liveAtMs === null ? '' : String(i.liveAtMs), i.clientId,
+        i.profileId ? i.deviceId : '',
       ]);
       this.scheduleAsync();
     }
