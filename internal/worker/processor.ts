@@ -128,9 +128,10 @@ export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<
         const k = deviceKey(op.projectId, op.deviceId);
         if (rec.serverSide && !rec.isBot) {
           // semantics.md, "OpenPanel fidelity": a server-side event opens no session and
-          // changes none (a bot without an OS, such as Googlebot, keeps its bot sessions). It joins the device's session when that session is open at its time
-          // and of its profile (the API queued it on the device of the profile's latest browser
-          // event); else it is stored without a session.
+          // changes none (a bot without an OS, such as Googlebot, keeps its bot sessions). It
+          // joins the device's session when that session is open at its time and of its profile
+          // (the API queued it on the device of the profile's latest browser event); else it is
+          // stored without a session.
           const open = joinable(current(k), rec, deps.timeoutMs);
           rec.sessionId = open ? open.id : null;
           events.push(rec);
