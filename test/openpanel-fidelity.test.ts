@@ -401,6 +401,30 @@ describe('server-side events', () => {
     assert.deepEqual(chart.body.series.map((s: { metrics: { count: number } }) => s.metrics.count), [3, 1]);
   });
 
+  test('the profile\'s session open at the event\'s time is found: after a backfill sent late, with __deviceId, for an anonymous visitor\'s deviceId', async () => {
+    const jp = await env.project({ name: 'Server join' });
+    const jw = await env.client(jp, 'write', 0);
+    const ago = (min: number) => new Date(Date.now() - min * 60_000).toISOString();
+    // bf: a visit 10 minutes ago on device 1, then a backfilled one of 50 minutes ago on device 2, sent after it
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://s.example/1', __timestamp: ago(10) }, { profileId: 'bf' }), jw, { userAgent: freshUa(), ip: '21.0.0.1' }));
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://s.example/2', __timestamp: ago(50) }, { profileId: 'bf' }), jw, { userAgent: freshUa(), ip: '21.0.0.2' }));
+    accepted(await post(`${app.url}/track`, track('srv_bf', {}, { profileId: 'bf' }), jw, { userAgent: 'node', ip: '9.9.9.9' }));
+    // dy: the backend names a device of its own (__deviceId) and the profile
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://s.example/3', __timestamp: ago(6) }, { profileId: 'dy' }), jw, { userAgent: freshUa(), ip: '21.0.0.6' }));
+    accepted(await post(`${app.url}/track`, track('srv_dy', { __deviceId: 'backend-1', __timestamp: ago(5) }, { profileId: 'dy' }), jw, { userAgent: 'node', ip: '9.9.9.9' }));
+    // an anonymous visitor: its profileId is its deviceId D; the backend sends D as the profileId
+    const d = accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://s.example/4', __timestamp: ago(7) }), jw, { userAgent: freshUa(), ip: '21.0.0.7' }));
+    accepted(await post(`${app.url}/track`, track('srv_anon', { __timestamp: ago(6) }, { profileId: d }), jw, { userAgent: 'node', ip: '9.9.9.9' }));
+    const rows = await waitFor(async () => {
+      const r = await env.db.query(`SELECT e.name, e.session_id, s.profile_id FROM events e LEFT JOIN sessions s ON s.id = e.session_id
+        WHERE e.project_id = $1 AND e.name LIKE 'srv_%' ORDER BY e.name`, [jp]);
+      return r.rows.length === 3 ? r.rows : undefined;
+    }, { what: 'three server events' });
+    assert.deepEqual(rows!.map((x) => [x.name, x.session_id !== null, x.profile_id]), [['srv_anon', true, d], ['srv_bf', true, 'bf'], ['srv_dy', true, 'dy']]);
+    const bfSession = await env.db.query(`SELECT s.started_at FROM events e JOIN sessions s ON s.id = e.session_id WHERE e.project_id = $1 AND e.name = 'srv_bf'`, [jp]);
+    assert.ok(Date.now() - new Date(bfSession.rows[0].started_at).getTime() < 11 * 60_000, 'the visit of 10 minutes ago, open now, not the backfilled one');
+  });
+
   test('live visitors: server-only events count no one; a browser event does', async () => {
     const lp = await env.project({ name: 'Server live' });
     const lw = await env.client(lp, 'write', 0);

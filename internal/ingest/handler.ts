@@ -176,13 +176,13 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     }
     // A server-side event (semantics.md, "OpenPanel fidelity": no browser, no OS, no device
     // override) opens no session and is no visitor. With a profileId, it goes to the device of
-    // the profile's latest browser event, so that the worker, which keeps sessions by device
-    // and shard, finds the session it joins when it is open.
+    // the profile's latest browser event (even with __deviceId), so that the worker, which
+    // keeps sessions by device and shard, finds the session it joins when it is open.
     // A crawler without an OS (Googlebot) is a bot first: it keeps its bot sessions, as the
     // worker decides from the same detector.
     const serverSide = op.kind === 'track' && isServerUa(userAgent) && !hasDeviceOverride(op.deviceOverrides) && !isBotUa(userAgent);
     let joined = false;
-    if (serverSide && planned.profileId && !planned.deviceOverride) {
+    if (serverSide && planned.profileId) {
       const browserDevice = await deps.gate.profileDevice(projectId, planned.profileId).catch((err: unknown) => {
         deps.onDegraded?.('redis', err);
         return null;
@@ -219,7 +219,8 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       throw e;
     }
     if (gate.deviceId !== deviceId) op = planned.build(gate.deviceId, ip);
-    if (op.kind === 'track' && !serverSide && planned.profileId) deps.gate.noteProfileDevice(projectId, planned.profileId, gate.deviceId, receivedMs);
+    // Every browser event's profile (the deviceId when it names none: semantics.md) and device.
+    if (op.kind === 'track' && !serverSide) deps.gate.noteProfileDevice(projectId, planned.profileId || gate.deviceId, gate.deviceId, planned.eventMs ?? receivedMs, receivedMs);
     let msgId: string | undefined;
     if (idempotencyKey !== null) {
       op.id = dedupeOpId(projectId, idempotencyKey);

@@ -127,6 +127,22 @@ end
 return cjson.encode(out)
 `;
 
+// A profile's browser device (noteProfileDevice): KEYS[1] the profile's key; ARGV 1 device
+// id, 2 event time ms, 3 TTL seconds. The value is 'device|event ms'; a device whose event is
+// older than the one kept only refreshes the expiry.
+const PROFILE_DEVICE_SCRIPT = `
+local v = redis.call('GET', KEYS[1])
+if v then
+  local t = tonumber(string.match(v, '|(%d+)$'))
+  if t and t > tonumber(ARGV[2]) then
+    redis.call('EXPIRE', KEYS[1], ARGV[3])
+    return 0
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2], 'EX', ARGV[3])
+return 1
+`;
+
 // Reads: revocation + rate limit; with a third key (a project's live set, /live) also the
 // live count, trimmed and counted in the same call: one round trip for the whole request.
 // ARGV: 1 limit, 2 client id, 3 window ms, 4 live cutoff ms, 5 sequence key.
@@ -330,6 +346,7 @@ export class Gate {
     redis.defineCommand('tmIngestAsync', { numberOfKeys: 0, lua: ASYNC_SCRIPT });
     redis.defineCommand('tmReadGate', { numberOfKeys: 2, lua: READ_SCRIPT });
     redis.defineCommand('tmReadLiveGate', { numberOfKeys: 3, lua: READ_SCRIPT });
+    redis.defineCommand('tmProfileDevice', { numberOfKeys: 1, lua: PROFILE_DEVICE_SCRIPT });
   }
 
   /**
@@ -550,29 +567,35 @@ export class Gate {
   }
 
   /**
-   * Remembers `deviceId` as the device of the profile's latest browser event, for
-   * PROFILE_DEVICE_TTL_SECONDS (longer than a session stays open): a server-side event of the
-   * profile is then queued on that device, so that the worker finds its open session. Written
-   * in the background, at most once a minute per profile and device (a local LRU), before the
-   * request's 202 goes out (one Redis connection keeps the order of its commands).
+   * Remembers `deviceId` as the device of the profile's browser event with the latest event
+   * time (`eventMs`), for PROFILE_DEVICE_TTL_SECONDS (longer than a session stays open): a
+   * server-side event of the profile is then queued on that device, so that the worker finds
+   * its open session. Written in the background, at most about once a minute per profile and
+   * device (a local LRU), before the request's 202 goes out (one Redis connection keeps the
+   * order of its commands); an event older than the remembered one's (a backfill sent late)
+   * only refreshes the expiry.
    */
-  noteProfileDevice(projectId: string, profileId: string, deviceId: string, nowMs: number): void {
+  noteProfileDevice(projectId: string, profileId: string, deviceId: string, eventMs: number, nowMs: number): void {
     const key = this.keys.profileDevice(projectId, profileId);
     const last = this.profileDevices.get(key);
-    if (last && last.deviceId === deviceId && nowMs - last.atMs < PROFILE_DEVICE_REFRESH_MS) return;
-    this.profileDevices.set(key, { deviceId, atMs: nowMs });
-    this.redis.set(key, deviceId, 'EX', PROFILE_DEVICE_TTL_SECONDS).catch((err: unknown) => {
+    if (last && nowMs - last.atMs < PROFILE_DEVICE_REFRESH_MS && (last.deviceId === deviceId ? eventMs - last.eventMs < PROFILE_DEVICE_REFRESH_MS : eventMs < last.eventMs)) return;
+    this.profileDevices.set(key, last && eventMs < last.eventMs ? { ...last, atMs: nowMs } : { deviceId, eventMs, atMs: nowMs });
+    const call = (this.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>).tmProfileDevice!;
+    call.call(this.redis, key, deviceId, String(eventMs), String(PROFILE_DEVICE_TTL_SECONDS)).catch((err: unknown) => {
       this.profileDevices.delete(key);
       this.opts.onAsyncError?.(err);
     });
   }
 
-  /** The device of the profile's latest browser event in the last PROFILE_DEVICE_TTL_SECONDS, or null. */
+  /** The device of the profile's latest browser event (event time) in the last PROFILE_DEVICE_TTL_SECONDS, or null. */
   async profileDevice(projectId: string, profileId: string): Promise<string | null> {
-    return this.redis.get(this.keys.profileDevice(projectId, profileId));
+    const v = await this.redis.get(this.keys.profileDevice(projectId, profileId));
+    if (v === null) return null;
+    const bar = v.lastIndexOf('|');
+    return bar < 0 ? v : v.slice(0, bar);
   }
 
-  private readonly profileDevices = new LRUCache<string, { deviceId: string; atMs: number }>({ max: 50_000 });
+  private readonly profileDevices = new LRUCache<string, { deviceId: string; eventMs: number; atMs: number }>({ max: 50_000 });
 
   /** Whether the client is in the revocation set (ingest asks only on its error path). */
   async isRevoked(clientId: string): Promise<boolean> {

@@ -396,3 +396,16 @@ test('a crawler without an OS (Googlebot) is a bot first: it keeps opening its b
   assert.equal(out.events[1]!.isBot, true);
   assert.ok(out.events[1]!.sessionId);
 });
+
+test('a server-side event earlier than the event that identifies its session, in the same batch, joins it', async () => {
+  const h = new Harness();
+  const out = await h.batch([
+    view(T0, 'https://shop.example/a'), // anonymous
+    view(T0 + 2 * MIN, 'https://shop.example/b', { profileId: 'zz' }), // identifies the session
+    track(T0 + MIN, 'srv', { profileId: 'zz', userAgent: 'node' }), // sent last, timed between
+  ]);
+  const srv = out.events.find((e) => e.name === 'srv')!;
+  const session = h.cache.get(deviceKey(PROJECT, DEV))!;
+  assert.equal(session.profileId, 'zz');
+  assert.equal(srv.sessionId, session.id);
+});

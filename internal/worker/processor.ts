@@ -115,6 +115,7 @@ export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<
   const reopened = new Set<string>();
   const profileOps: ProfileOp[] = [];
   const drops: DropReason[] = [];
+  const serverSide: { rec: EventRecord; k: string; atItsTime: SessionState | null }[] = [];
 
   for (const op of ops) {
     switch (op.kind) {
@@ -132,8 +133,9 @@ export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<
           // joins the device's session when that session is open at its time and of its profile
           // (the API queued it on the device of the profile's latest browser event); else it is
           // stored without a session.
-          const open = joinable(current(k), rec, deps.timeoutMs);
-          rec.sessionId = open ? open.id : null;
+          // Decided after the batch: a later event of the batch may identify the session (the
+          // batch runs in event time, the producer may have sent that event first).
+          serverSide.push({ rec, k, atItsTime: current(k) });
           events.push(rec);
           byId.set(rec.id, rec);
           break;
@@ -187,6 +189,11 @@ export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<
       default:
         profileOps.push(op);
     }
+  }
+  // The device's session as the batch leaves it, else as it was at the event's time.
+  for (const x of serverSide) {
+    const open = joinable(current(x.k), x.rec, deps.timeoutMs) ?? joinable(x.atItsTime, x.rec, deps.timeoutMs);
+    x.rec.sessionId = open ? open.id : null;
   }
   return {
     events,
