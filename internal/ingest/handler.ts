@@ -108,21 +108,15 @@ const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, s
 export function ingestRoutes(deps: IngestDeps): Route[] {
   const now = deps.now ?? Date.now;
   const ipHeaders = deps.ipHeaders ?? DEFAULT_IP_HEADERS;
-  const botVerdicts = new GenerationalCache<string, boolean>(10_000);
   const deviceIds = new DeviceIdCache(50_000);
-  const isBotUa = (ua: string | null) => {
+  // What a user-agent says, once per distinct string: a bot (isbot), and a server (no browser,
+  // no OS: absent, node, okhttp/..., curl/...), which the worker's enrich step decides the same
+  // from the same string (internal/enrich/user-agent.ts).
+  const uaVerdicts = new GenerationalCache<string, { bot: boolean; server: boolean }>(10_000);
+  const verdictOf = (ua: string | null) => {
     const key = ua ?? '';
-    let v = botVerdicts.get(key);
-    if (v === undefined) botVerdicts.set(key, (v = detectBot(ua).isBot));
-    return v;
-  };
-  // A user-agent with no browser and no OS behind it (absent, node, okhttp/..., curl/...):
-  // the worker's enrich step decides the same from the same string (internal/enrich/user-agent.ts).
-  const serverVerdicts = new GenerationalCache<string, boolean>(10_000);
-  const isServerUa = (ua: string | null) => {
-    const key = ua ?? '';
-    let v = serverVerdicts.get(key);
-    if (v === undefined) serverVerdicts.set(key, (v = parseUserAgentInfo(ua).isServer));
+    let v = uaVerdicts.get(key);
+    if (v === undefined) uaVerdicts.set(key, (v = { bot: detectBot(ua).isBot, server: parseUserAgentInfo(ua).isServer }));
     return v;
   };
 
@@ -180,7 +174,8 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     // keeps sessions by device and shard, finds the session it joins when it is open.
     // A crawler without an OS (Googlebot) is a bot first: it keeps its bot sessions, as the
     // worker decides from the same detector.
-    const serverSide = op.kind === 'track' && isServerUa(userAgent) && !hasDeviceOverride(op.deviceOverrides) && !isBotUa(userAgent);
+    const ua = verdictOf(userAgent);
+    const serverSide = op.kind === 'track' && ua.server && !ua.bot && !hasDeviceOverride(op.deviceOverrides);
     let joined = false;
     if (serverSide && planned.profileId) {
       const browserDevice = await deps.gate.profileDevice(projectId, planned.profileId).catch((err: unknown) => {
@@ -195,7 +190,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       }
     }
     // Live visitors: recent, non-bot, browser events only (a backfilled event is not live).
-    const live = !serverSide && planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !isBotUa(userAgent) ? planned.eventMs : null;
+    const live = !serverSide && planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !ua.bot ? planned.eventMs : null;
     // Usually decided at once (local revocation mirror and token bucket); a promise only when
     // Redis must answer first (see internal/ratelimit/gate.ts).
     let gate: GateResult | Promise<GateResult> = deps.gate.ingest({
