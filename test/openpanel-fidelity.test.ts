@@ -462,7 +462,7 @@ describe('identify within a session', () => {
     assert.deepEqual(profiles.rows.map((x) => x.profile_id).slice(0, 2), ['alice', 'alice']);
   });
 
-  test('live visitors: a device identified after anonymous events is its profile, counted once', async () => {
+  test('live visitors: a device identified after anonymous events is its profile, counted once, also for its later anonymous events', async () => {
     const lp = await env.project({ name: 'Identify live' });
     const w = await env.client(lp, 'write', 0);
     const r = await env.client(lp, 'read');
@@ -487,6 +487,10 @@ describe('identify within a session', () => {
     assert.deepEqual(await readings(), Array(12).fill(2), 'still two: device A is bob now');
     accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/c' }, { profileId: 'bob' }), w, { userAgent: FIREFOX_UA, ip: '3.3.3.3' }));
     assert.deepEqual(await readings(), Array(12).fill(2), 'bob on a second device is still bob');
+    // A reload on device A sends an anonymous event before the page identifies again: the
+    // session is bob's (insights count it as bob), so live does too.
+    accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/e' }), w, { userAgent: a, ip: '2.2.2.2' }));
+    assert.deepEqual(await readings(), Array(12).fill(2), 'an anonymous event of the identified device is still bob');
     // A third visitor shows at once: the readings above were not stale.
     accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://i.example/d' }), w, { userAgent: freshUa(), ip: '6.6.6.6' }));
     await waitFor(async () => (await live()) === 3 || undefined, { timeoutMs: 2000, what: 'three visitors' });

@@ -278,3 +278,35 @@ test('started (answers without Redis): the background call trims the live set an
     close();
   }
 });
+
+test('an anonymous event of a device identified in the last 30 minutes is its profile in the live set, on both paths', async () => {
+  const { gate: g, close } = await startedGate();
+  try {
+    for (const [path, ingest] of [['exact', (i: Parameters<Gate['ingest']>[0]) => gate.decide(i)], ['started', (i: Parameters<Gate['ingest']>[0]) => g.ingest(i)]] as const) {
+      const project = `ident-${path}-${randomBytes(3).toString('hex')}`;
+      const key = keys.live(project);
+      const now = Date.now();
+      const ev = async (deviceId: string, profileId: string, at = now) => {
+        await ingest({ ...base, projectId: project, profileId, liveAtMs: at, deviceId, previousDeviceId: '', markSeen: false, nowMs: now });
+        await new Promise((r) => setTimeout(r, 50)); // the started path writes in the background
+      };
+      await ev('dev-a', '');
+      await ev('dev-b', '');
+      assert.deepEqual((await redis.zrange(key, '0', '-1')).sort(), ['dev-a', 'dev-b'], `${path}: two anonymous devices`);
+      await ev('dev-a', 'alice', now + 1);
+      assert.deepEqual((await redis.zrange(key, '0', '-1')).sort(), ['alice', 'dev-b'], `${path}: device A signed in`);
+      // The page reloads: its first event is anonymous again. Still alice, not a second visitor.
+      await ev('dev-a', '', now + 2);
+      assert.deepEqual((await redis.zrange(key, '0', '-1')).sort(), ['alice', 'dev-b'], `${path}: A's anonymous event is alice`);
+      assert.equal(await redis.zscore(key, 'alice'), String(now + 2), `${path}: and keeps alice live`);
+      assert.ok(Number(await redis.ttl(`${key}:id:dev-a`)) > 1790, `${path}: for 30 minutes from the device's last live event`);
+      // Another profile on the same device takes it over; B is untouched.
+      await ev('dev-a', 'bob', now + 3);
+      await ev('dev-a', '', now + 4);
+      assert.deepEqual((await redis.zrange(key, '0', '-1')).sort(), ['alice', 'bob', 'dev-b'], `${path}: A is bob now`);
+      assert.equal(await redis.zscore(key, 'bob'), String(now + 4));
+    }
+  } finally {
+    close();
+  }
+});

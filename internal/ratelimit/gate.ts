@@ -48,6 +48,23 @@ export type { RateState } from './lease';
 // event that names its profile also removes its device's own member (the device's anonymous
 // events before it: the device is that profile now), and a count that fell is announced too.
 const INGEST_SCRIPT = `
+-- The live member of an event: its profile when it names one, else the profile its device was
+-- last identified as in the last 30 minutes (a session's length: the session is that
+-- profile's, semantics.md "Identify within a session"), else the device. liveKey .. ':id:' ..
+-- device keeps that profile; an anonymous event of the device keeps it for 30 more minutes.
+local function identity(liveKey, device, named)
+  local idKey = liveKey .. ':id:' .. device
+  if named == '' then
+    local p = redis.call('GET', idKey)
+    if p then
+      redis.call('EXPIRE', idKey, 1800)
+      return p
+    end
+    return device
+  end
+  if named ~= device then redis.call('SET', idKey, named, 'EX', 1800) end
+  return named
+end
 local reqs = cjson.decode(ARGV[1])
 local revoked = ARGV[2]
 local windowMs = tonumber(ARGV[3])
@@ -97,9 +114,8 @@ for n, r in ipairs(reqs) do
         redis.call('SET', r[3], '1', 'EX', seenTtl)
       end
       if r[8] ~= '' then
-        local profile = r[7]
-        if profile == '' then profile = device end
         local liveKey = r[2]
+        local profile = identity(liveKey, device, r[7])
         if not trimmed[liveKey] then
           trimmed[liveKey] = true
           redis.call('ZREMRANGEBYSCORE', liveKey, '-inf', liveCutoff)
@@ -179,11 +195,28 @@ return {1, count, ttl, live}
 // `want` slots in a client's log) and the effects of admitted requests (live set, seen
 // device). Every client id it sees is checked against the revoked set, so a revocation the
 // channel missed is learnt within one call. ARGV: 1 JSON {l: [[rate key, client id, limit,
-// want], ...], e: [[live key, seen key or '', profile, live-at ms or '', client id, device id when the profile was named else ''], ...]},
+// want], ...], e: [[live key, seen key or '', profile named or '', live-at ms or '', client id, device id], ...]},
 // 2 revoked-clients key, 3 window ms, 4 seen TTL seconds, 5 sequence key, 6 live cutoff ms.
 // Returns JSON {l: [[code (1 ok, -1 revoked), granted, count, ttl ms], ...], rev: [client
 // ids]}. Live sets are trimmed and a new live visitor announced exactly as INGEST_SCRIPT does.
 const ASYNC_SCRIPT = `
+-- The live member of an event: its profile when it names one, else the profile its device was
+-- last identified as in the last 30 minutes (a session's length: the session is that
+-- profile's, semantics.md "Identify within a session"), else the device. liveKey .. ':id:' ..
+-- device keeps that profile; an anonymous event of the device keeps it for 30 more minutes.
+local function identity(liveKey, device, named)
+  local idKey = liveKey .. ':id:' .. device
+  if named == '' then
+    local p = redis.call('GET', idKey)
+    if p then
+      redis.call('EXPIRE', idKey, 1800)
+      return p
+    end
+    return device
+  end
+  if named ~= device then redis.call('SET', idKey, named, 'EX', 1800) end
+  return named
+end
 local req = cjson.decode(ARGV[1])
 local revokedKey = ARGV[2]
 local windowMs = tonumber(ARGV[3])
@@ -211,10 +244,11 @@ for _, e in ipairs(req.e) do
       trimmed[liveKey] = true
       redis.call('ZREMRANGEBYSCORE', liveKey, '-inf', liveCutoff)
     end
-    local added = redis.call('ZADD', liveKey, 'GT', e[4], e[3])
+    local profile = identity(liveKey, e[6], e[3])
+    local added = redis.call('ZADD', liveKey, 'GT', e[4], profile)
     -- An identified device is its profile (semantics.md): its anonymous presence goes.
     local removed = 0
-    if e[6] ~= nil and e[6] ~= '' and e[6] ~= e[3] then removed = redis.call('ZREM', liveKey, e[6]) end
+    if profile ~= e[6] then removed = redis.call('ZREM', liveKey, e[6]) end
     if added ~= removed and not changed[liveKey] then
       changed[liveKey] = true
       changedKeys[#changedKeys + 1] = liveKey
@@ -425,8 +459,7 @@ export class Gate {
     if (i.liveAtMs !== null || i.markSeen) {
       this.effects.push([
         this.keys.live(i.projectId), i.markSeen ? this.keys.seen(i.deviceId) : '',
-        i.profileId || i.deviceId, i.liveAtMs === null ? '' : String(i.liveAtMs), i.clientId,
-        i.profileId ? i.deviceId : '',
+        i.profileId, i.liveAtMs === null ? '' : String(i.liveAtMs), i.clientId, i.deviceId,
       ]);
       this.scheduleAsync();
     }
