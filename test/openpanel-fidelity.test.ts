@@ -425,6 +425,29 @@ describe('server-side events', () => {
     assert.ok(Date.now() - new Date(bfSession.rows[0].started_at).getTime() < 11 * 60_000, 'the visit of 10 minutes ago, open now, not the backfilled one');
   });
 
+  test('a server event that joins no session keeps its own device (user-agent + IP, or __deviceId); one that joins takes the session\'s', async () => {
+    const op = await env.project({ name: 'Server own device' });
+    const ow = await env.client(op, 'write', 0);
+    const ago = (min: number) => new Date(Date.now() - min * 60_000).toISOString();
+    const browser = accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://s.example/o', __timestamp: ago(50) }, { profileId: 'gone' }), ow, { userAgent: freshUa(), ip: '22.0.0.1' }));
+    const open = accepted(await post(`${app.url}/track`, track('screen_view', { __path: 'https://s.example/p', __timestamp: ago(3) }, { profileId: 'here' }), ow, { userAgent: freshUa(), ip: '22.0.0.2' }));
+    // Its own device: what an anonymous `node` event from the same address gets.
+    const nodeDevice = accepted(await post(`${app.url}/track`, track('srv_anon_probe'), ow, { userAgent: 'node', ip: '9.9.9.8' }));
+    // gone's session ended 20 minutes ago: queued on gone's browser device, it joins nothing.
+    assert.equal(accepted(await post(`${app.url}/track`, track('srv_late', {}, { profileId: 'gone' }), ow, { userAgent: 'node', ip: '9.9.9.8' })), nodeDevice, 'the 202 names its own device');
+    accepted(await post(`${app.url}/track`, track('srv_late_own', { __deviceId: 'backend-7' }, { profileId: 'gone' }), ow, { userAgent: 'node', ip: '9.9.9.8' }));
+    // here's session is open: the event joins it and takes its device; the 202 still names its own.
+    assert.equal(accepted(await post(`${app.url}/track`, track('srv_join', {}, { profileId: 'here' }), ow, { userAgent: 'node', ip: '9.9.9.8' })), nodeDevice);
+    const rows = await waitFor(async () => {
+      const r = await env.db.query(`SELECT name, device_id, session_id FROM events WHERE project_id = $1 AND name IN ('srv_late', 'srv_late_own', 'srv_join') ORDER BY name`, [op]);
+      return r.rows.length === 3 ? r.rows : undefined;
+    }, { what: 'three server events' });
+    assert.deepEqual(rows!.map((x) => [x.name, x.device_id, x.session_id !== null]), [
+      ['srv_join', open, true], ['srv_late', nodeDevice, false], ['srv_late_own', 'backend-7', false],
+    ]);
+    assert.notEqual(browser, nodeDevice);
+  });
+
   test('live visitors: server-only events count no one; a browser event does', async () => {
     const lp = await env.project({ name: 'Server live' });
     const lw = await env.client(lp, 'write', 0);

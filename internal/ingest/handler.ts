@@ -8,6 +8,7 @@ import { BadRequestError, PayloadTooLargeError, ServiceUnavailableError, TooMany
 import type { Route } from '../http/router';
 import type { HttpRequest, HttpResponse } from '../http/types';
 import { shardOf } from '../bus/bus';
+import type { QueuedTrack } from '../model/event';
 import { deviceWindow, rateHeaders, type Gate, type GateResult } from '../ratelimit/gate';
 import { OpTooLargeError, type Batcher } from './batcher';
 import { DEFAULT_IP_HEADERS, type IpHeaderOrder } from './client-ip';
@@ -177,16 +178,19 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     const ua = verdictOf(userAgent);
     const serverSide = op.kind === 'track' && ua.server && !ua.bot && !hasDeviceOverride(op.deviceOverrides);
     let joined = false;
+    let ownDeviceId: string | null = null;
     if (serverSide && planned.profileId) {
       const browserDevice = await deps.gate.profileDevice(projectId, planned.profileId).catch((err: unknown) => {
         deps.onDegraded?.('redis', err);
         return null;
       });
-      if (browserDevice) {
+      if (browserDevice && browserDevice !== deviceId) {
         joined = true;
+        ownDeviceId = deviceId;
         deviceId = browserDevice;
         previousDeviceId = '';
         op = planned.build(deviceId, ip);
+        (op as QueuedTrack).ownDeviceId = ownDeviceId;
       }
     }
     // Live visitors: recent, non-bot, browser events only (a backfilled event is not live).
@@ -213,7 +217,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       e.headers = rateHeaders(gate.rate, true);
       throw e;
     }
-    if (gate.deviceId !== deviceId) op = planned.build(gate.deviceId, ip);
+    if (gate.deviceId !== deviceId) op = planned.build(gate.deviceId, ip); // (never for a routed server-side event: no previous id to try)
     // Every browser event's profile (the deviceId when it names none: semantics.md) and device.
     if (op.kind === 'track' && !serverSide) deps.gate.noteProfileDevice(projectId, planned.profileId || gate.deviceId, gate.deviceId, planned.eventMs ?? receivedMs, receivedMs);
     let msgId: string | undefined;
@@ -235,7 +239,8 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       e.headers = { 'Retry-After': '1' };
       throw e;
     }
-    return { status: 202, headers: gate.rate ? rateHeaders(gate.rate) : NO_HEADERS, body: { deviceId: gate.deviceId } };
+    // A routed server-side event answers with its own device (the one it keeps unless it joins).
+    return { status: 202, headers: gate.rate ? rateHeaders(gate.rate) : NO_HEADERS, body: { deviceId: ownDeviceId ?? gate.deviceId } };
   }
 
   return [

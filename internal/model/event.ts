@@ -40,6 +40,12 @@ export interface QueuedTrack extends QueuedBase {
    * user-agent gives. Absent when none was sent (and in ops queued before they existed).
    */
   deviceOverrides?: DeviceOverrides;
+  /**
+   * A server-side event queued on its profile's browser device (`deviceId`) so that it can
+   * join that device's open session: the device it has of its own (user-agent + IP, or
+   * `__deviceId`). It keeps that device when it joins no session. Absent otherwise.
+   */
+  ownDeviceId?: string;
 }
 
 export interface QueuedIdentify extends QueuedBase {

@@ -357,11 +357,12 @@ test('a server-side event of the profile joins its open session and changes noth
   assert.equal(before.profileId, 'u1');
   const out = await h.batch([
     track(T0 + 5 * MIN, 'purchase', { profileId: 'u1', userAgent: 'node' }), // joins
-    track(T0 + 6 * MIN, 'srv', { profileId: 'u2', userAgent: 'node' }), // another profile: none
+    track(T0 + 6 * MIN, 'srv', { profileId: 'u2', userAgent: 'node', ownDeviceId: 'own-u2' }), // another profile: none, its own device
     track(T0 + 7 * MIN, 'srv', { profileId: 'u1', userAgent: null }), // no user-agent at all: server-side, joins
   ]);
   assert.deepEqual(names(out.events), ['purchase', 'srv', 'srv'], 'no session_start: server-side events open no session');
   assert.deepEqual(out.events.map((e) => e.sessionId), [before.id, null, before.id]);
+  assert.deepEqual(out.events.map((e) => e.deviceId), [DEV, 'own-u2', DEV], 'one that joins nothing keeps the device it was sent with');
   assert.equal(out.sessions.length, 0, 'the session row is not written again');
   assert.equal(out.viewDurations.length, 0, 'no time on page for the view before it');
   const after = h.cache.get(deviceKey(PROJECT, DEV))!;

@@ -115,7 +115,7 @@ export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<
   const reopened = new Set<string>();
   const profileOps: ProfileOp[] = [];
   const drops: DropReason[] = [];
-  const serverSide: { rec: EventRecord; k: string; atItsTime: SessionState | null }[] = [];
+  const serverSide: { rec: EventRecord; k: string; atItsTime: SessionState | null; own: string | undefined }[] = [];
 
   for (const op of ops) {
     switch (op.kind) {
@@ -135,7 +135,7 @@ export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<
           // stored without a session.
           // Decided after the batch: a later event of the batch may identify the session (the
           // batch runs in event time, the producer may have sent that event first).
-          serverSide.push({ rec, k, atItsTime: current(k) });
+          serverSide.push({ rec, k, atItsTime: current(k), own: op.ownDeviceId });
           events.push(rec);
           byId.set(rec.id, rec);
           break;
@@ -194,6 +194,9 @@ export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<
   for (const x of serverSide) {
     const open = joinable(current(x.k), x.rec, deps.timeoutMs) ?? joinable(x.atItsTime, x.rec, deps.timeoutMs);
     x.rec.sessionId = open ? open.id : null;
+    // Joined: the session's device (OpenPanel's too). Else the event's own device, not the
+    // browser device it was queued on.
+    if (!open && x.own) x.rec.deviceId = x.own;
   }
   return {
     events,
