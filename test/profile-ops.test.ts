@@ -3,7 +3,7 @@
 // cannot be incremented recorded in op_failures (the profile left as it was), never a crash.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { TestEnv } from './support/harness';
+import { TestEnv, startApp, post, track, waitFor } from './support/harness';
 import { transaction } from '../internal/store/db';
 import { applyProfileOps, propertyPath, type ProfileOp } from '../internal/store/profiles';
 import type { QueuedIncrement } from '../internal/model/event';
@@ -84,4 +84,53 @@ test('a target that is not a number, or a non-object on the path, is a recorded 
   // a failure in the middle of a batch does not stop the ops after it
   assert.deepEqual((await apply(inc('u4', 'label', 1), inc('u4', 'counter.n', 3))).length, 1);
   assert.deepEqual((await properties('u4')).counter, { n: 3 });
+});
+
+// Ops that PostgreSQL refuses as data, whatever the API checked: what they meet is stored
+// state. A review filled a profile near jsonb's limit (268,435,455 bytes of elements) with 43
+// identify requests of 1 MB, each 202; the next identify was refused (54000) and took the 60
+// events of its queue message with it. Building such a profile takes PostgreSQL ~15 s, so the
+// refusal here is a cheaper one of the same kind (a data error on stored state): a stored
+// numeric string longer than numeric holds (22003) met by an increment.
+const HUGE_NUMBER = `jsonb_build_object('score', repeat('9', 140000))`;
+
+test('guarded: an op PostgreSQL refuses as data is set aside alone (op_failures); the ops around it apply', async () => {
+  await env.db.query(`INSERT INTO profiles (project_id, id, properties) VALUES ($1, 'huge', ${HUGE_NUMBER})`, [projectId]);
+  const over = inc('huge', 'score', 1);
+  // Unguarded (a batch's first try) the whole transaction fails.
+  await assert.rejects(apply(inc('g1', 'n', 1), over), (err: { code?: string }) => err.code === '22003');
+  const failures = await transaction(env.db, (c) => applyProfileOps(c, [inc('g1', 'n', 1), over, inc('g1', 'n', 2)], { guarded: true }));
+  assert.deepEqual(failures.map((f) => [f.opId, f.kind]), [[over.id, 'increment']]);
+  assert.match(failures[0]!.reason, /PostgreSQL refused it: .*overflow/);
+  assert.deepEqual(await properties('g1'), { n: 3 });
+  const recorded = await env.db.query('SELECT kind, payload FROM op_failures WHERE op_id = $1', [over.id]);
+  assert.equal(recorded.rows[0]?.kind, 'increment');
+  assert.equal(recorded.rows[0]?.payload.profileId, 'huge');
+});
+
+test('through the pipeline: the events that share a refused op\'s queue message are stored, each once; the op is in op_failures', async () => {
+  const app = await startApp(env);
+  try {
+    const writer = await env.client(projectId, 'write', 0);
+    await env.db.query(`INSERT INTO profiles (project_id, id, properties) VALUES ($1, 'victim', ${HUGE_NUMBER})`, [projectId]);
+    // One device (same user-agent and address): one shard; sent at once, so they are queued together.
+    const o = { userAgent: 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36', ip: '8.8.4.4' };
+    const answers = await Promise.all([
+      ...Array.from({ length: 30 }, (_, i) => post(`${app.url}/track`, track('neighbour', { mk: `n-${i}` }), writer, o)),
+      post(`${app.url}/track`, { type: 'increment', payload: { profileId: 'victim', property: 'score', value: 1 } }, writer, o),
+      ...Array.from({ length: 30 }, (_, i) => post(`${app.url}/track`, track('neighbour', { mk: `n-${30 + i}` }), writer, o)),
+    ]);
+    assert.deepEqual(answers.map((a) => a.status), Array(61).fill(202));
+    const stored = await waitFor(async () => {
+      const r = await env.db.query(`SELECT properties->>'mk' AS mk FROM events WHERE project_id = $1 AND name = 'neighbour'`, [projectId]);
+      return r.rows.length >= 60 ? r.rows.map((x) => x.mk as string) : undefined;
+    }, { timeoutMs: 30_000, what: 'the 60 neighbours' });
+    assert.deepEqual(stored!.sort(), Array.from({ length: 60 }, (_, i) => `n-${i}`).sort(), 'each neighbour once');
+    const failed = await env.db.query(`SELECT kind FROM op_failures WHERE project_id = $1 AND payload->>'profileId' = 'victim'`, [projectId]);
+    assert.deepEqual(failed.rows.map((r) => r.kind), ['increment']);
+    const neighbourFailures = await env.db.query(`SELECT count(*)::int AS n FROM op_failures WHERE project_id = $1 AND kind = 'track'`, [projectId]);
+    assert.equal(neighbourFailures.rows[0].n, 0, 'no neighbour dead-lettered');
+  } finally {
+    await app.drain();
+  }
 });

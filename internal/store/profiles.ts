@@ -58,10 +58,53 @@ const INCREMENT_SQL = `INSERT INTO profiles AS p (project_id, id, properties)
     updated_at = now()
   RETURNING ${wayIsObjects('properties')} AND coalesce(jsonb_typeof(properties #> $3::text[]) = 'number', false) AS ok`;
 
-/** Applies profile and group operations in order; returns the ones that could not apply. */
-export async function applyProfileOps(c: PoolClient, ops: ProfileOp[]): Promise<OpFailure[]> {
+/**
+ * Applies profile and group operations in order; returns the ones that could not apply.
+ * `guarded` (the worker's retry of a message PostgreSQL refused as data): each op runs under
+ * a savepoint, and one that PostgreSQL refuses as data (a profile whose merged properties
+ * would pass jsonb's 256 MB, say: what it holds already is not the API's to check) is set
+ * aside alone, recorded in op_failures, while the rest of its message commits. Not on the
+ * first try: two more round trips per op, for a case that needs a hostile client.
+ */
+export async function applyProfileOps(c: PoolClient, ops: ProfileOp[], opts: { guarded?: boolean } = {}): Promise<OpFailure[]> {
   const failures: OpFailure[] = [];
   for (const op of ops) {
+    if (!opts.guarded) {
+      const f = await applyOne(c, op);
+      if (f) failures.push(f);
+      continue;
+    }
+    await c.query('SAVEPOINT profile_op');
+    try {
+      const f = await applyOne(c, op);
+      if (f) failures.push(f);
+      await c.query('RELEASE SAVEPOINT profile_op');
+    } catch (err) {
+      if (!isDataError(err)) throw err;
+      await c.query('ROLLBACK TO SAVEPOINT profile_op');
+      failures.push({ opId: op.id, projectId: op.projectId, kind: op.kind, reason: `PostgreSQL refused it: ${(err as Error).message}` });
+    }
+  }
+  if (failures.length) {
+    await c.query(
+      `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,
+      [failures.map((f) => f.opId), failures.map((f) => f.projectId), failures.map((f) => f.kind), failures.map((f) => f.reason),
+        failures.map((f) => JSON.stringify(ops.find((o) => o.id === f.opId)))],
+    );
+  }
+  return failures;
+}
+
+/** PostgreSQL refused the data itself (not the connection): retrying cannot help. */
+export function isDataError(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && /^(22|23|54)/.test(code);
+}
+
+/** One op; its failure when it could not apply (a non-numeric increment target). */
+async function applyOne(c: PoolClient, op: ProfileOp): Promise<OpFailure | null> {
+  {
     switch (op.kind) {
       case 'identify':
         await c.query(
@@ -80,10 +123,10 @@ export async function applyProfileOps(c: PoolClient, ops: ProfileOp[]): Promise<
         // A value that cannot be incremented is left alone and reported, never a crash.
         const r = await c.query<{ ok: boolean }>(INCREMENT_SQL, [op.projectId, op.profileId, propertyPath(op.property), op.delta]);
         if (!r.rows[0]?.ok) {
-          failures.push({
+          return {
             opId: op.id, projectId: op.projectId, kind: op.kind,
             reason: `property "${op.property}" holds a non-numeric value (or a non-object on its path)`,
-          });
+          };
         }
         break;
       }
@@ -106,13 +149,5 @@ export async function applyProfileOps(c: PoolClient, ops: ProfileOp[]): Promise<
         break;
     }
   }
-  if (failures.length) {
-    await c.query(
-      `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,
-      [failures.map((f) => f.opId), failures.map((f) => f.projectId), failures.map((f) => f.kind), failures.map((f) => f.reason),
-        failures.map((f) => JSON.stringify(ops.find((o) => o.id === f.opId)))],
-    );
-  }
-  return failures;
+  return null;
 }

@@ -9,6 +9,7 @@ import { pipeline } from 'node:stream/promises';
 import { from as copyFrom } from 'pg-copy-streams';
 import { transaction, type Pool, type PoolClient } from './db';
 import { applyProfileOps, type OpFailure, type ProfileOp } from './profiles';
+export { isDataError } from './profiles';
 
 export type { OpFailure, ProfileOp } from './profiles';
 
@@ -440,14 +441,15 @@ function checkFence(done: Record<string, number>, b: { shard: number; fromSeq: n
  * already (a redelivery), the whole transaction is redone with an insert that skips stored
  * rows. `copy: false`: always that insert (engines without COPY FROM STDIN).
  */
-export async function commitShardBatch(db: Pool, b: ShardBatch, opts: { copy?: boolean } = {}): Promise<{ failures: OpFailure[] }> {
+export async function commitShardBatch(db: Pool, b: ShardBatch, opts: { copy?: boolean; guarded?: boolean } = {}): Promise<{ failures: OpFailure[] }> {
   const events = firstOfEachEvent(b.events);
-  if (opts.copy === false) return writeShardBatch(db, b, events, insertEventsSkippingStored);
+  const guarded = opts.guarded ?? false;
+  if (opts.copy === false) return writeShardBatch(db, b, events, insertEventsSkippingStored, guarded);
   try {
-    return await writeShardBatch(db, b, events, copyEvents);
+    return await writeShardBatch(db, b, events, copyEvents, guarded);
   } catch (err) {
     if (!(err instanceof EventStoredError)) throw err;
-    return writeShardBatch(db, b, events, insertEventsSkippingStored);
+    return writeShardBatch(db, b, events, insertEventsSkippingStored, guarded);
   }
 }
 
@@ -456,6 +458,7 @@ async function writeShardBatch(
   b: ShardBatch,
   events: EventRecord[],
   insertEvents: (c: PoolClient, events: EventRecord[]) => Promise<Set<string>>,
+  guarded: boolean,
 ): Promise<{ failures: OpFailure[] }> {
   return transaction(db, async (c) => {
     const scope = deltaScope(b.sessions);
@@ -501,16 +504,11 @@ async function writeShardBatch(
     if (keys.length && done.keys !== keys.length) {
       throw new KeyAppliedElsewhereError(`${keys.length - (done.keys ?? 0)} idempotency key(s) applied by another batch`);
     }
-    const failures = await applyProfileOps(c, b.profileOps);
+    const failures = await applyProfileOps(c, b.profileOps, { guarded });
     return { failures };
   });
 }
 
-/** PostgreSQL refused the data itself (not the connection): retrying cannot help. */
-export function isDataError(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' && /^(22|23|54)/.test(code);
-}
 
 /**
  * Dead-letters one message that PostgreSQL cannot store: its ops go to op_failures (NUL

@@ -287,12 +287,16 @@ export class ShardRunner {
     return { committed, failures };
   }
 
-  /** One message per transaction; a message PostgreSQL refuses as data is dead-lettered. */
+  /**
+   * One message per transaction, its profile ops guarded: a profile op PostgreSQL refuses as
+   * data is set aside alone (op_failures) and the rest of its message commits; a message
+   * PostgreSQL still refuses as data is dead-lettered.
+   */
   private async commitIsolating(msgs: BusMessage[], fromSeq: number): Promise<number> {
     let committed = fromSeq;
     for (const m of msgs) {
       try {
-        committed = await this.commit([m], committed);
+        committed = await this.commit([m], committed, true);
       } catch (err) {
         if (!isDataError(err)) throw err;
         let ops: { id: string; projectId: string; kind: string }[] = [];
@@ -350,7 +354,8 @@ export class ShardRunner {
     return ops;
   }
 
-  private async commit(msgs: BusMessage[], fromSeq: number): Promise<number> {
+  /** `guarded`: profile ops one by one under savepoints (applyProfileOps): the isolating retry. */
+  private async commit(msgs: BusMessage[], fromSeq: number, guarded = false): Promise<number> {
     const { bus, db, metrics } = this.deps;
     let ops: QueuedOp[] = [];
     for (const m of msgs) ops.push(...(this.opsOf(m) ?? []));
@@ -377,7 +382,7 @@ export class ShardRunner {
       stream: bus.streamName, shard: this.shard, fromSeq, toSeq,
       events: processed.events, viewDurations: processed.viewDurations, sessions: processed.sessions,
       reopenedSessionIds: processed.reopenedSessionIds, profileOps: processed.profileOps, opKeys,
-    }, { copy: this.deps.copyEvents ?? true });
+    }, { copy: this.deps.copyEvents ?? true, guarded });
     metrics.workerCommitDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
     metrics.workerBatchOps.observe(ops.length);
     metrics.workerEvents.inc(processed.events.length);
