@@ -5,6 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KEY_TEXT_MAX_BYTES, NAME_MAX_BYTES, NUMERIC_TEXT_MAX_CHARS } from '../internal/ingest/storable';
+import { eventId } from '../internal/ingest/ops';
+import { shardOf } from '../internal/bus/bus';
 import { post, startApp, TestEnv, waitFor, type Credentials } from './support/harness';
 import { assertBadRequestShape } from './support/fuzz-kit';
 
@@ -95,5 +97,36 @@ describe('the API refuses what PostgreSQL could not store or index', () => {
     await waitFor(async () => (await storedMarkers([m])) === 1, { what: 'the event at the limits' });
     const { rows } = await env.db.query("SELECT octet_length(path) AS p, octet_length(title) AS t, octet_length(referrer) AS r, octet_length(name) AS n FROM events WHERE properties->>'marker' = $1", [m]);
     assert.deepEqual(rows[0], { p: KEY_TEXT_MAX_BYTES, t: 1024, r: KEY_TEXT_MAX_BYTES, n: 510 });
+  });
+});
+
+describe('the worker sets aside only the op that fails, never its neighbours', () => {
+  // Whatever the API lets through by mistake (or a producer that writes to the stream itself):
+  // a queue message whose one event PostgreSQL cannot store. The batch fails, the worker's
+  // isolating retry asks the storable rules of each enriched event and sets that one aside in
+  // op_failures; the events queued with it are stored, each once.
+  it('one unstorable event among twenty in one queue message: the nineteen are stored, the one is in op_failures', async () => {
+    const projectId = await env.project({ name: 'Set aside' });
+    const deviceId = 'e'.repeat(32);
+    const now = Date.now();
+    const markers = Array.from({ length: 20 }, marker);
+    const ops = markers.map((m, i) => ({
+      kind: 'track', id: eventId(now + i), projectId, deviceId, receivedAt: new Date(now).toISOString(),
+      name: i === 7 ? 'bad\u0000name' : 'neighbour', profileId: deviceId, createdAt: new Date(now + i).toISOString(),
+      properties: { marker: m }, groups: [], url: `https://shop.example/${i}`, title: null, referrer: null, ip: '81.2.69.142', userAgent: UA,
+    }));
+    const subject = app.bus.subjectFor(projectId, shardOf(deviceId, app.bus.shards));
+    await app.bus.publishJson(subject, { v: 1, ops }, `set-aside-${markers[0]}`);
+    const good = markers.filter((_, i) => i !== 7);
+    await waitFor(async () => (await storedMarkers(good)) === 19, { timeoutMs: 30_000, what: 'the 19 neighbours stored' });
+    assert.equal(await storedMarkers([markers[7]!]), 0);
+    const { rows } = await env.db.query("SELECT op_id, kind, reason FROM op_failures WHERE project_id = $1", [projectId]);
+    assert.deepEqual(rows.map((r) => [r.op_id, r.kind]), [[ops[7]!.id, 'track']]);
+    assert.match(rows[0].reason, /not storable: name: .*NUL/);
+    // One session of the 19 (the set-aside event was never sessionized), and nothing stored twice.
+    const s = await env.db.query("SELECT count(*)::int AS n, sum(event_count)::int AS events FROM sessions WHERE project_id = $1", [projectId]);
+    assert.deepEqual(s.rows[0], { n: 1, events: 19 });
+    const twice = await env.db.query("SELECT count(*)::int AS n FROM events WHERE project_id = $1 AND name = 'neighbour'", [projectId]);
+    assert.equal(twice.rows[0].n, 19);
   });
 });

@@ -27,6 +27,8 @@ export interface ShardBatch {
   profileOps: ProfileOp[];
   /** Idempotency keys of the ops this batch applies (recorded in the same transaction). */
   opKeys?: AppliedKey[];
+  /** Ops set aside alone (the isolating retry: events PostgreSQL could not store), kept in op_failures. */
+  setAside?: (OpFailure & { op: unknown })[];
 }
 
 /** An op applied under a producer's idempotency key. */
@@ -505,10 +507,23 @@ async function writeShardBatch(
       throw new KeyAppliedElsewhereError(`${keys.length - (done.keys ?? 0)} idempotency key(s) applied by another batch`);
     }
     const failures = await applyProfileOps(c, b.profileOps, { guarded });
-    return { failures };
+    const aside = b.setAside ?? [];
+    if (aside.length) {
+      await c.query(
+        `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,
+        [aside.map((f) => clean(f.opId)), aside.map((f) => clean(f.projectId)), aside.map((f) => f.kind), aside.map((f) => clean(f.reason)),
+          aside.map((f) => clean(JSON.stringify(f.op)))],
+      );
+    }
+    return { failures: [...aside.map(({ op: _op, ...f }) => f), ...failures] };
   });
 }
 
+
+/** What PostgreSQL refused must still be storable in op_failures: no NUL, no lone surrogates. */
+const clean = (v: string) =>
+  v.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\u0000|\\u0000|\\ud[89a-f][0-9a-f]{2}/gi, '');
 
 /**
  * Dead-letters one message that PostgreSQL cannot store: its ops go to op_failures (NUL
@@ -518,9 +533,6 @@ export async function commitSkipped(db: Pool, b: { stream: string; shard: number
   await transaction(db, async (c) => {
     await advanceShard(c, b);
     if (b.ops.length) {
-      // What PostgreSQL refused must still be storable here: no NUL, no lone surrogates.
-      const clean = (v: string) =>
-        v.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\u0000|\\u0000|\\ud[89a-f][0-9a-f]{2}/gi, '');
       await c.query(
         `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,

@@ -410,3 +410,15 @@ test('a server-side event earlier than the event that identifies its session, in
   assert.equal(session.profileId, 'zz');
   assert.equal(srv.sessionId, session.id);
 });
+
+test('the isolating retry: an event the store cannot hold is set aside before it is sessionized; its neighbours are processed as if it were not there', async () => {
+  const h = new Harness();
+  const ops = [view(T0, 'https://shop.example/a'), track(T0 + 1000, 'bad\u0000'), view(T0 + 2000, 'https://shop.example/b')];
+  const out = await processOps(ops, { ...h.deps(), unstorable: (rec) => (rec.name.includes('\u0000') ? 'NUL in the name' : null) });
+  assert.deepEqual(out.setAside!.map((f) => [f.opId, f.kind, f.reason]), [[ops[1]!.id, 'track', 'NUL in the name']]);
+  assert.equal(out.setAside![0]!.op, ops[1]);
+  assert.deepEqual(names(out.events), ['session_start', 'screen_view', 'screen_view']);
+  assert.equal(out.sessions[0]!.eventCount, 2);
+  // Without the check (the first try) the event is processed like any other.
+  assert.deepEqual(names((await new Harness().batch(ops)).events), ['session_start', 'screen_view', 'bad\u0000', 'screen_view']);
+});

@@ -20,6 +20,12 @@ export interface ProcessDeps {
   loadSessions: (keys: { projectId: string; deviceId: string }[]) => Promise<SessionState[]>;
   timeoutMs: number;
   nowMs: () => number;
+  /**
+   * The worker's isolating retry (shard-runner commitIsolating): why PostgreSQL cannot store
+   * this enriched event (internal/ingest/storable.ts), or null. Such an event is set aside
+   * alone (op_failures) before it is sessionized; the rest of its message is stored.
+   */
+  unstorable?: (rec: EventRecord) => string | null;
 }
 
 export interface ProcessedBatch extends Omit<ShardBatch, 'stream' | 'shard' | 'fromSeq' | 'toSeq'> {
@@ -115,6 +121,7 @@ export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<
   const reopened = new Set<string>();
   const profileOps: ProfileOp[] = [];
   const drops: DropReason[] = [];
+  const setAside: NonNullable<ShardBatch['setAside']> = [];
   const serverSide: { rec: EventRecord; k: string; atItsTime: SessionState | null; own: string | undefined }[] = [];
 
   for (const op of ops) {
@@ -126,6 +133,11 @@ export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<
           break;
         }
         const rec = result.event;
+        const why = deps.unstorable?.(rec);
+        if (why) {
+          setAside.push({ opId: op.id, projectId: op.projectId, kind: op.kind, reason: why, op });
+          break;
+        }
         const k = deviceKey(op.projectId, op.deviceId);
         if (rec.serverSide && !rec.isBot) {
           // semantics.md, "OpenPanel fidelity": a server-side event opens no session and
@@ -207,5 +219,6 @@ export async function processOps(input: QueuedOp[], deps: ProcessDeps): Promise<
     states,
     opened: [...opened.values()],
     drops,
+    setAside,
   };
 }

@@ -5,7 +5,8 @@ import { LRUCache } from 'lru-cache';
 import type { Bus, BusMessage } from '../bus/bus';
 import type { Enricher } from '../enrich';
 import { decodeBatch } from '../ingest/batcher';
-import type { QueuedOp } from '../model/event';
+import { eventRecordProblem } from '../ingest/storable';
+import type { EventRecord, QueuedOp } from '../model/event';
 import type { Logger } from '../obs/log';
 import type { Metrics } from '../obs/metrics';
 import type { SessionState } from '../sessionize/session';
@@ -13,6 +14,12 @@ import type { Pool } from '../store/db';
 import { appliedKeys, type AppliedKey, commitShardBatch, commitSkipped, committedSeq, isDataError, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
 import { keepFirstPerKey, keyedOf } from './keys';
 import { processOps } from './processor';
+
+/** Why PostgreSQL cannot store an enriched event (the API's rules, asked again on the isolating retry). */
+function unstorable(rec: EventRecord): string | null {
+  const p = eventRecordProblem(rec);
+  return p ? `not storable: ${p.path.join('.')}: ${p.message}` : null;
+}
 import type { Semaphore } from './semaphore';
 
 export interface ShardRunnerDeps {
@@ -354,7 +361,10 @@ export class ShardRunner {
     return ops;
   }
 
-  /** `guarded`: profile ops one by one under savepoints (applyProfileOps): the isolating retry. */
+  /**
+   * `guarded` (the isolating retry): an event PostgreSQL could not store is set aside alone
+   * before it is sessionized, and profile ops run one by one under savepoints (applyProfileOps).
+   */
   private async commit(msgs: BusMessage[], fromSeq: number, guarded = false): Promise<number> {
     const { bus, db, metrics } = this.deps;
     let ops: QueuedOp[] = [];
@@ -374,6 +384,7 @@ export class ShardRunner {
       loadSessions: (keys) => loadLatestSessions(db, keys),
       timeoutMs: this.deps.timeoutMs,
       nowMs: this.deps.now ?? Date.now,
+      ...(guarded ? { unstorable } : {}),
     });
     await this.deps.partitions.ensureFor(processed.events);
     const toSeq = msgs[msgs.length - 1]!.seq;
@@ -381,14 +392,14 @@ export class ShardRunner {
     const { failures } = await commitShardBatch(db, {
       stream: bus.streamName, shard: this.shard, fromSeq, toSeq,
       events: processed.events, viewDurations: processed.viewDurations, sessions: processed.sessions,
-      reopenedSessionIds: processed.reopenedSessionIds, profileOps: processed.profileOps, opKeys,
+      reopenedSessionIds: processed.reopenedSessionIds, profileOps: processed.profileOps, opKeys, setAside: processed.setAside,
     }, { copy: this.deps.copyEvents ?? true, guarded });
     metrics.workerCommitDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
     metrics.workerBatchOps.observe(ops.length);
     metrics.workerEvents.inc(processed.events.length);
     for (const f of failures) {
       metrics.opFailures.inc({ kind: f.kind });
-      this.deps.log.warn({ opId: f.opId, projectId: f.projectId, reason: f.reason }, 'profile operation not applied');
+      this.deps.log.warn({ opId: f.opId, projectId: f.projectId, kind: f.kind, reason: f.reason }, 'operation not applied (op_failures)');
     }
     for (const [k, s] of processed.states) this.cache.set(k, s);
     this.opened.push(...processed.opened);
