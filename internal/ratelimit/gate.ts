@@ -27,6 +27,27 @@ import { LocalBuckets, RATE_WINDOW_MS, type LeaseAnswer, type RateState, type Ta
 
 export type { RateState } from './lease';
 
+// Shared by INGEST_SCRIPT and ASYNC_SCRIPT.
+const LIVE_IDENTITY_LUA = `
+-- The live member of an event: its profile when it names one, else the profile its device was
+-- last identified as in the last 30 minutes (a session's length: the session is that
+-- profile's, semantics.md "Identify within a session"), else the device. liveKey .. ':id:' ..
+-- device keeps that profile; an anonymous event of the device keeps it for 30 more minutes.
+local function identity(liveKey, device, named)
+  local idKey = liveKey .. ':id:' .. device
+  if named == '' then
+    local p = redis.call('GET', idKey)
+    if p then
+      redis.call('EXPIRE', idKey, 1800)
+      return p
+    end
+    return device
+  end
+  if named ~= device then redis.call('SET', idKey, named, 'EX', 1800) end
+  return named
+end
+`;
+
 // One call decides a whole batch of ingest requests (all those that arrived in one event-loop
 // turn), each exactly as if alone and in arrival order. The batch travels as ONE JSON
 // argument (per request: 4 keys, then 7 arguments; what every request shares follows it
@@ -48,24 +69,7 @@ export type { RateState } from './lease';
 // event that names its profile also removes its device's own member (the device's anonymous
 // events before it: the device is that profile now), and a count that fell is announced too.
 const INGEST_SCRIPT = `
--- The live member of an event: its profile when it names one, else the profile its device was
--- last identified as in the last 30 minutes (a session's length: the session is that
--- profile's, semantics.md "Identify within a session"), else the device. liveKey .. ':id:' ..
--- device keeps that profile; an anonymous event of the device keeps it for 30 more minutes.
-local function identity(liveKey, device, named)
-  local idKey = liveKey .. ':id:' .. device
-  if named == '' then
-    local p = redis.call('GET', idKey)
-    if p then
-      redis.call('EXPIRE', idKey, 1800)
-      return p
-    end
-    return device
-  end
-  if named ~= device then redis.call('SET', idKey, named, 'EX', 1800) end
-  return named
-end
-local reqs = cjson.decode(ARGV[1])
+${LIVE_IDENTITY_LUA}local reqs = cjson.decode(ARGV[1])
 local revoked = ARGV[2]
 local windowMs = tonumber(ARGV[3])
 local seenTtl = ARGV[4]
@@ -200,24 +204,7 @@ return {1, count, ttl, live}
 // Returns JSON {l: [[code (1 ok, -1 revoked), granted, count, ttl ms], ...], rev: [client
 // ids]}. Live sets are trimmed and a new live visitor announced exactly as INGEST_SCRIPT does.
 const ASYNC_SCRIPT = `
--- The live member of an event: its profile when it names one, else the profile its device was
--- last identified as in the last 30 minutes (a session's length: the session is that
--- profile's, semantics.md "Identify within a session"), else the device. liveKey .. ':id:' ..
--- device keeps that profile; an anonymous event of the device keeps it for 30 more minutes.
-local function identity(liveKey, device, named)
-  local idKey = liveKey .. ':id:' .. device
-  if named == '' then
-    local p = redis.call('GET', idKey)
-    if p then
-      redis.call('EXPIRE', idKey, 1800)
-      return p
-    end
-    return device
-  end
-  if named ~= device then redis.call('SET', idKey, named, 'EX', 1800) end
-  return named
-end
-local req = cjson.decode(ARGV[1])
+${LIVE_IDENTITY_LUA}local req = cjson.decode(ARGV[1])
 local revokedKey = ARGV[2]
 local windowMs = tonumber(ARGV[3])
 local seenTtl = ARGV[4]
