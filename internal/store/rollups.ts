@@ -373,11 +373,13 @@ async function applyDeltas(
 
   const columns = await columnsOf(c, relations);
   // A kept table never ANALYZEd (new, or autovacuum off) has no statistics: the planner would
-  // take any of its indexes for as selective as another when a delta probes it. Once per table.
+  // take any of its indexes for as selective as another when a delta probes it. Once per table
+  // (reltuples is -1 until the first ANALYZE or VACUUM; pg_class needs no superuser, unlike
+  // pg_statistic).
   const unanalyzed = await c.query<{ rel: string }>(
     `SELECT cl.relname AS rel FROM pg_class cl JOIN pg_namespace n ON n.oid = cl.relnamespace
-     WHERE n.nspname = 'public' AND cl.relname = ANY($1::text[]) AND cl.relkind = 'r'
-       AND NOT EXISTS (SELECT 1 FROM pg_statistic s WHERE s.starelid = cl.oid)`, [relations.filter((r) => catalogueEntry(r))]);
+     WHERE n.nspname = 'public' AND cl.relname = ANY($1::text[]) AND cl.relkind = 'r' AND cl.reltuples < 0`,
+    [relations.filter((r) => catalogueEntry(r))]);
   if (unanalyzed.rows.length) await c.query(`ANALYZE ${unanalyzed.rows.map((r) => `public.${ident(r.rel)}`).join(', ')}`);
   for (const rel of relations) {
     const entry = catalogueEntry(rel);

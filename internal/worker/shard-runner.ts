@@ -14,13 +14,13 @@ import type { Pool } from '../store/db';
 import { appliedKeys, type AppliedKey, commitShardBatch, commitSkipped, committedSeq, isDataError, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
 import { keepFirstPerKey, keyedOf } from './keys';
 import { processOps } from './processor';
+import type { Semaphore } from './semaphore';
 
 /** Why PostgreSQL cannot store an enriched event (the API's rules, asked again on the isolating retry). */
 function unstorable(rec: EventRecord): string | null {
   const p = eventRecordProblem(rec);
   return p ? `not storable: ${p.path.join('.')}: ${p.message}` : null;
 }
-import type { Semaphore } from './semaphore';
 
 export interface ShardRunnerDeps {
   bus: Bus;
