@@ -85,15 +85,23 @@ export async function applyProfileOps(c: PoolClient, ops: ProfileOp[], opts: { g
       failures.push({ opId: op.id, projectId: op.projectId, kind: op.kind, reason: `PostgreSQL refused it: ${(err as Error).message}` });
     }
   }
-  if (failures.length) {
-    await c.query(
-      `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,
-      [failures.map((f) => f.opId), failures.map((f) => f.projectId), failures.map((f) => f.kind), failures.map((f) => f.reason),
-        failures.map((f) => JSON.stringify(ops.find((o) => o.id === f.opId)))],
-    );
-  }
+  await recordOpFailures(c, failures.map((f) => ({ ...f, op: ops.find((o) => o.id === f.opId) })));
   return failures;
+}
+
+/** What PostgreSQL refused must still be storable in op_failures: no NUL, no lone surrogates. */
+const storableText = (v: string) =>
+  v.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\u0000|\\u0000|\\ud[89a-f][0-9a-f]{2}/gi, '');
+
+/** Keeps ops that were not applied in op_failures, each with its reason and the op as queued. */
+export async function recordOpFailures(c: PoolClient, failures: (OpFailure & { op: unknown })[]): Promise<void> {
+  if (!failures.length) return;
+  await c.query(
+    `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,
+    [failures.map((f) => storableText(f.opId)), failures.map((f) => storableText(f.projectId)), failures.map((f) => storableText(f.kind)),
+      failures.map((f) => storableText(f.reason)), failures.map((f) => storableText(JSON.stringify(f.op)))],
+  );
 }
 
 /** PostgreSQL refused the data itself (not the connection): retrying cannot help. */
@@ -104,50 +112,48 @@ export function isDataError(err: unknown): boolean {
 
 /** One op; its failure when it could not apply (a non-numeric increment target). */
 async function applyOne(c: PoolClient, op: ProfileOp): Promise<OpFailure | null> {
-  {
-    switch (op.kind) {
-      case 'identify':
-        await c.query(
-          `INSERT INTO profiles AS p (project_id, id, first_name, last_name, email, properties)
-           VALUES ($1, $2, $3, $4, $5, $6::jsonb)
-           ON CONFLICT (project_id, id) DO UPDATE SET
-             first_name = coalesce(EXCLUDED.first_name, p.first_name),
-             last_name = coalesce(EXCLUDED.last_name, p.last_name),
-             email = coalesce(EXCLUDED.email, p.email),
-             properties = p.properties || EXCLUDED.properties,
-             updated_at = now()`,
-          [op.projectId, op.profileId, op.firstName, op.lastName, op.email, JSON.stringify(op.properties)],
-        );
-        break;
-      case 'increment': {
-        // A value that cannot be incremented is left alone and reported, never a crash.
-        const r = await c.query<{ ok: boolean }>(INCREMENT_SQL, [op.projectId, op.profileId, propertyPath(op.property), op.delta]);
-        if (!r.rows[0]?.ok) {
-          return {
-            opId: op.id, projectId: op.projectId, kind: op.kind,
-            reason: `property "${op.property}" holds a non-numeric value (or a non-object on its path)`,
-          };
-        }
-        break;
+  switch (op.kind) {
+    case 'identify':
+      await c.query(
+        `INSERT INTO profiles AS p (project_id, id, first_name, last_name, email, properties)
+         VALUES ($1, $2, $3, $4, $5, $6::jsonb)
+         ON CONFLICT (project_id, id) DO UPDATE SET
+           first_name = coalesce(EXCLUDED.first_name, p.first_name),
+           last_name = coalesce(EXCLUDED.last_name, p.last_name),
+           email = coalesce(EXCLUDED.email, p.email),
+           properties = p.properties || EXCLUDED.properties,
+           updated_at = now()`,
+        [op.projectId, op.profileId, op.firstName, op.lastName, op.email, JSON.stringify(op.properties)],
+      );
+      break;
+    case 'increment': {
+      // A value that cannot be incremented is left alone and reported, never a crash.
+      const r = await c.query<{ ok: boolean }>(INCREMENT_SQL, [op.projectId, op.profileId, propertyPath(op.property), op.delta]);
+      if (!r.rows[0]?.ok) {
+        return {
+          opId: op.id, projectId: op.projectId, kind: op.kind,
+          reason: `property "${op.property}" holds a non-numeric value (or a non-object on its path)`,
+        };
       }
-      case 'group':
-        await c.query(
-          `INSERT INTO groups AS g (project_id, id, type, name, properties) VALUES ($1, $2, $3, $4, $5::jsonb)
-           ON CONFLICT (project_id, id) DO UPDATE SET type = EXCLUDED.type, name = EXCLUDED.name,
-             properties = g.properties || EXCLUDED.properties, updated_at = now()`,
-          [op.projectId, op.groupId, op.type, op.name, JSON.stringify(op.properties)],
-        );
-        break;
-      case 'assign_group':
-        await c.query(
-          `INSERT INTO profiles AS p (project_id, id, groups) VALUES ($1, $2, (SELECT array_agg(DISTINCT g ORDER BY g) FROM unnest($3::text[]) g))
-           ON CONFLICT (project_id, id) DO UPDATE SET
-             groups = (SELECT array_agg(DISTINCT g ORDER BY g) FROM unnest(p.groups || EXCLUDED.groups) g),
-             updated_at = now()`,
-          [op.projectId, op.profileId, op.groupIds],
-        );
-        break;
+      break;
     }
+    case 'group':
+      await c.query(
+        `INSERT INTO groups AS g (project_id, id, type, name, properties) VALUES ($1, $2, $3, $4, $5::jsonb)
+         ON CONFLICT (project_id, id) DO UPDATE SET type = EXCLUDED.type, name = EXCLUDED.name,
+           properties = g.properties || EXCLUDED.properties, updated_at = now()`,
+        [op.projectId, op.groupId, op.type, op.name, JSON.stringify(op.properties)],
+      );
+      break;
+    case 'assign_group':
+      await c.query(
+        `INSERT INTO profiles AS p (project_id, id, groups) VALUES ($1, $2, (SELECT array_agg(DISTINCT g ORDER BY g) FROM unnest($3::text[]) g))
+         ON CONFLICT (project_id, id) DO UPDATE SET
+           groups = (SELECT array_agg(DISTINCT g ORDER BY g) FROM unnest(p.groups || EXCLUDED.groups) g),
+           updated_at = now()`,
+        [op.projectId, op.profileId, op.groupIds],
+      );
+      break;
   }
   return null;
 }

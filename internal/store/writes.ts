@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { from as copyFrom } from 'pg-copy-streams';
 import { transaction, type Pool, type PoolClient } from './db';
-import { applyProfileOps, type OpFailure, type ProfileOp } from './profiles';
+import { applyProfileOps, recordOpFailures, type OpFailure, type ProfileOp } from './profiles';
 export { isDataError } from './profiles';
 
 export type { OpFailure, ProfileOp } from './profiles';
@@ -508,22 +508,11 @@ async function writeShardBatch(
     }
     const failures = await applyProfileOps(c, b.profileOps, { guarded });
     const aside = b.setAside ?? [];
-    if (aside.length) {
-      await c.query(
-        `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,
-        [aside.map((f) => clean(f.opId)), aside.map((f) => clean(f.projectId)), aside.map((f) => f.kind), aside.map((f) => clean(f.reason)),
-          aside.map((f) => clean(JSON.stringify(f.op)))],
-      );
-    }
+    await recordOpFailures(c, aside);
     return { failures: [...aside.map(({ op: _op, ...f }) => f), ...failures] };
   });
 }
 
-
-/** What PostgreSQL refused must still be storable in op_failures: no NUL, no lone surrogates. */
-const clean = (v: string) =>
-  v.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\u0000|\\u0000|\\ud[89a-f][0-9a-f]{2}/gi, '');
 
 /**
  * Dead-letters one message that PostgreSQL cannot store: its ops go to op_failures (NUL
@@ -532,13 +521,6 @@ const clean = (v: string) =>
 export async function commitSkipped(db: Pool, b: { stream: string; shard: number; fromSeq: number; toSeq: number; ops: { id: string; projectId: string; kind: string }[]; reason: string }): Promise<void> {
   await transaction(db, async (c) => {
     await advanceShard(c, b);
-    if (b.ops.length) {
-      await c.query(
-        `INSERT INTO op_failures (op_id, project_id, kind, reason, payload)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) ON CONFLICT DO NOTHING`,
-        [b.ops.map((o) => clean(o.id)), b.ops.map((o) => clean(o.projectId)), b.ops.map((o) => clean(o.kind)),
-          b.ops.map(() => clean(b.reason)), b.ops.map((o) => clean(JSON.stringify(o)))],
-      );
-    }
+    await recordOpFailures(c, b.ops.map((o) => ({ opId: o.id, projectId: o.projectId, kind: o.kind, reason: b.reason, op: o })));
   });
 }
