@@ -64,6 +64,10 @@ try {
         break;
     }
   });
+  if (role === 'worker') {
+    // The main thread's /readyz reports whether this thread's shards can be written.
+    setInterval(() => send({ t: 'health', problem: running.shardManager?.problem() ?? null }), 1000).unref();
+  }
   send({ t: 'ready', port: running.port });
 } catch (err) {
   send({ t: 'failed', message: (err as Error).message });

@@ -3,6 +3,7 @@
 import { Authenticator } from '../auth/auth';
 import { watchProjectChanges, type ProjectChangeWatch } from '../auth/project-changes';
 import { Bus } from '../bus/bus';
+import { StreamWatch } from '../bus/stream-watch';
 import type { Config } from '../config/config';
 import { createEnricher } from '../enrich';
 import { HttpServer } from '../http/server';
@@ -134,6 +135,10 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
   const salts = new SaltKeeper(redis, keys, pgSaltStore(db));
   let draining = false;
   let migrationsApplied = true; // connectAll applied every migration this version ships
+  // The stream can go while running (deleted, or a NATS node back with an empty store):
+  // /readyz says so at once, and the stream is created again after a grace period.
+  const streamWatch = new StreamWatch({ bus, log, onRecreated: () => metrics.streamRecreated.inc(), recreateAfterMs: cfg.STREAM_RECREATE_AFTER_MS });
+  streamWatch.start();
 
   // Ingest needs only NATS: an API pod stays in rotation (degraded) while PostgreSQL or
   // Redis is away, so producers keep getting durable 202s. A worker needs PostgreSQL.
@@ -141,6 +146,14 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
     { name: 'postgres', critical: !roles.api, check: async () => void (await db.query('SELECT 1')) },
     { name: 'redis', critical: false, check: async () => void (await redis.ping()) },
     { name: 'nats', critical: true, check: async () => { if (bus.nc.isClosed()) throw new Error('closed'); await bus.nc.flush(); } },
+    { name: 'stream', critical: true, check: async () => { const p = streamWatch.problem(); if (p) throw new Error(p); } },
+    // A worker whose batches cannot commit (PostgreSQL away or stalled, no stream): unready
+    // for a worker process; with the API role too, the API stays in rotation (degraded), as
+    // its 202s are durable without PostgreSQL.
+    {
+      name: 'worker', critical: !roles.api,
+      check: async () => { const p = shardManager?.problem() ?? threads?.workerProblem ?? null; if (p) throw new Error(p); },
+    },
     {
       name: 'migrations', critical: true,
       check: async () => {
@@ -289,6 +302,7 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
       projectWatch?.close();
       await batcher?.flushAll();
       gate?.close();
+      await streamWatch.close();
       await shardManager?.close();
       await jobs?.close();
       enricher?.close();

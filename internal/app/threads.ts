@@ -31,7 +31,9 @@ export type FromThread =
   | { t: 'failed'; message: string }
   | { t: 'drained' }
   | { t: 'snapshot'; id: number; data: MetricsJson }
-  | { t: 'render'; id: number };
+  | { t: 'render'; id: number }
+  /** The worker thread, every second: why some shard of it cannot be written (null: none). */
+  | { t: 'health'; problem: string | null };
 
 export interface ThreadData {
   cfg: Config;
@@ -65,6 +67,8 @@ export class ApiThreads {
   private nextId = 1;
   private pending = new Map<number, (data: MetricsJson | null) => void>();
   private draining = false;
+  /** What the worker thread last said of its shards (null: every one can be written). */
+  workerProblem: string | null = null;
 
   private constructor(
     private readonly registry: Registry,
@@ -118,6 +122,9 @@ export class ApiThreads {
             break;
           case 'snapshot':
             this.pending.get(m.id)?.(m.data);
+            break;
+          case 'health':
+            this.workerProblem = m.problem;
             break;
           case 'render':
             this.render().then(

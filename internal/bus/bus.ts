@@ -212,7 +212,11 @@ export class Bus {
     for (let attempt = 1; ; attempt++) {
       const existing = await this.streamInfo();
       const plan = planReplicas(wanted, existing?.config.num_replicas ?? null);
-      const shardPlan = planShards(this.opts.shards, this.opts.shardsExplicit ?? true, existing ? recordedShards(existing.config.description) : undefined);
+      // Once settled, the count stays this process's (a stream created again while running
+      // records the count every process of the install uses, not this one's default).
+      const shardPlan = this.shardPlan
+        ? planShards(this.shardPlan.shards, true, existing ? recordedShards(existing.config.description) : undefined)
+        : planShards(this.opts.shards, this.opts.shardsExplicit ?? true, existing ? recordedShards(existing.config.description) : undefined);
       if (shardPlan.action === 'change') {
         const waiting = await this.unprocessed(shardPlan.from, existing!);
         if (waiting) throw new ShardCountError(this.streamName, shardPlan.from, shardPlan.shards, waiting);
@@ -259,6 +263,15 @@ export class Bus {
     if (pending) parts.push(`${pending} messages not yet processed`);
     if (unread) parts.push(`${unread} shards that no worker has read yet`);
     return parts.join(' and ');
+  }
+
+  /**
+   * The stream instance (its creation time, which a stream created again does not share, and
+   * the last sequence it assigned), or null when there is no stream.
+   */
+  async streamInstance(): Promise<{ created: string; lastSeq: number } | null> {
+    const info = await this.streamInfo();
+    return info ? { created: info.created, lastSeq: info.state.last_seq } : null;
   }
 
   /** The stream's replicas, or null when it does not exist. */

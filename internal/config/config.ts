@@ -139,6 +139,12 @@ const EnvSchema = z.object({
   TIDEMARK_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   /** JetStream stream max age in hours (how long an unprocessed message is kept). */
   STREAM_MAX_AGE_HOURS: intFrom(168, 1),
+  /**
+   * ms the stream may be missing while running (deleted, or a NATS node back with an empty
+   * store) before the service creates it again; /readyz is 503 meanwhile. The workers start
+   * a stream created again from its first message (its creation time differs).
+   */
+  STREAM_RECREATE_AFTER_MS: intFrom(5000, 0),
   SESSION_TIMEOUT_MINUTES: intFrom(30, 1),
   /**
    * Which request headers may name the client's address (comma list, any of IP_HEADERS, or

@@ -109,6 +109,30 @@ export async function committedSeq(db: Pool, stream: string, shard: number): Pro
   return Number(r.rows[0]?.stream_seq ?? 0);
 }
 
+/**
+ * Reads a shard's committed position and the stream instance it counts in (null: recorded
+ * before instances were), lets `decide` say where it resumes, and writes that down with
+ * `created` when asked, under the row's lock so two claims cannot interleave. Moving the
+ * position also fences out a previous owner still committing from the old one.
+ */
+export async function claimShardPosition(
+  db: Pool, stream: string, shard: number, created: string,
+  decide: (stored: { seq: number; created: string | null }) => { seq: number; write: boolean },
+): Promise<number> {
+  return transaction(db, async (c) => {
+    await c.query('INSERT INTO shard_offsets (stream, shard, stream_created) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [stream, shard, created]);
+    const r = await c.query<{ stream_seq: string; stream_created: string | null }>(
+      'SELECT stream_seq, stream_created FROM shard_offsets WHERE stream = $1 AND shard = $2 FOR UPDATE', [stream, shard],
+    );
+    const row = r.rows[0]!;
+    const plan = decide({ seq: Number(row.stream_seq), created: row.stream_created });
+    if (plan.write) {
+      await c.query('UPDATE shard_offsets SET stream_seq = $3, stream_created = $4, updated_at = now() WHERE stream = $1 AND shard = $2', [stream, shard, plan.seq, created]);
+    }
+    return plan.seq;
+  });
+}
+
 const MONTH_MS = (d: Date) => Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
 
 /** Monthly range partitions of `events` on plain PostgreSQL (TimescaleDB makes chunks itself). */

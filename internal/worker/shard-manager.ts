@@ -11,6 +11,8 @@ export interface ShardHandle {
   stop(): Promise<void>;
   /** True once the runner stopped by itself (fenced or failed). */
   readonly done: boolean;
+  /** Why the shard cannot be written now (null: it can). */
+  problem?(): string | null;
 }
 
 export interface ShardManagerOptions {
@@ -41,6 +43,16 @@ export class ShardManager {
 
   get ownedShards(): number[] {
     return [...this.owned.keys()].sort((a, b) => a - b);
+  }
+
+  /** Why some owned shard cannot be written now (null: every one can); /readyz reports it. */
+  problem(): string | null {
+    const problems: string[] = [];
+    for (const h of this.owned.values()) {
+      const p = h.problem?.();
+      if (p) problems.push(p);
+    }
+    return problems.length ? problems.join('; ') : null;
   }
 
   start(): void {

@@ -11,10 +11,11 @@ import type { Logger } from '../obs/log';
 import type { Metrics } from '../obs/metrics';
 import type { SessionState } from '../sessionize/session';
 import type { Pool } from '../store/db';
-import { appliedKeys, type AppliedKey, commitShardBatch, commitSkipped, committedSeq, isDataError, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
+import { appliedKeys, type AppliedKey, claimShardPosition, commitShardBatch, commitSkipped, isDataError, loadLatestSessions, PartitionKeeper, ShardFencedError } from '../store/writes';
 import { keepFirstPerKey, keyedOf } from './keys';
 import { processOps } from './processor';
 import type { Semaphore } from './semaphore';
+import { planPosition } from './stream-position';
 
 /** Why PostgreSQL cannot store an enriched event (the API's rules, asked again on the isolating retry). */
 function unstorable(rec: EventRecord): string | null {
@@ -78,6 +79,13 @@ export class ShardRunner {
   private rewind: string | null = null;
   private rewinds = 0;
   private lastRewindAt = -Infinity;
+  /** The stream instance (creation time) the committed position counts in. */
+  private instance: string | null = null;
+  /** Since when (ms) the consumer could not be opened, the batches have failed, a commit has run; and why. */
+  private openingSince: number | null = null;
+  private failingSince: number | null = null;
+  private committingSince: number | null = null;
+  private lastProblem = '';
 
   constructor(readonly shard: number, private readonly deps: ShardRunnerDeps) {
     this.cache = new LRUCache<string, SessionState>({ max: Math.max(1, deps.cacheMax) });
@@ -106,16 +114,29 @@ export class ShardRunner {
     await this.stopped;
   }
 
+  /**
+   * Why this shard cannot be written now (null: it can): its consumer could not be opened for
+   * 5 s (no stream, say), its batches have failed for 5 s, or one commit has run for 20 s
+   * (PostgreSQL stalled). /readyz reports it.
+   */
+  problem(): string | null {
+    const now = Date.now();
+    if (this.openingSince !== null && now - this.openingSince >= 5000) return `shard ${this.shard}: its consumer cannot be opened: ${this.lastProblem}`;
+    if (this.failingSince !== null && now - this.failingSince >= 5000) return `shard ${this.shard}: batches fail to commit: ${this.lastProblem}`;
+    if (this.committingSince !== null && now - this.committingSince >= 20_000) {
+      return `shard ${this.shard}: a batch has been committing for ${Math.round((now - this.committingSince) / 1000)} s`;
+    }
+    return null;
+  }
+
   private async run(): Promise<void> {
-    const { bus, db, log } = this.deps;
-    let committed = await committedSeq(db, bus.streamName, this.shard);
-    this.committed = committed;
-    await this.open(committed + 1);
+    const { log } = this.deps;
+    let committed = await this.resume();
     log.info({ shard: this.shard, from: committed + 1 }, 'shard taken');
     let failures = 0;
     while (!this.stopping) {
       if (this.rewind) {
-        await this.reopen(committed);
+        committed = await this.reopen();
         continue;
       }
       if (!this.queue.length) {
@@ -206,8 +227,54 @@ export class ShardRunner {
     this.wake?.();
   }
 
-  /** Drops what is queued (not committed, not acked) and consumes again from after `committed`. */
-  private async reopen(committed: number): Promise<void> {
+  /**
+   * Finds where the shard resumes in the stream as it is now (planPosition: a stream created
+   * again is consumed from its start), then opens its consumer there; retried until it works
+   * or the runner stops. Returns the committed position.
+   */
+  private async resume(): Promise<number> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const committed = await this.position();
+        if (this.stopping) return committed;
+        this.rewind = null;
+        await this.open(committed + 1);
+        // Created again between the look and the consumer: the consumer counts in the new one.
+        const now = await this.deps.bus.streamInstance();
+        if (now?.created !== this.instance) this.askRewind('the stream changed while its consumer was opened');
+        this.openingSince = null;
+        return committed;
+      } catch (err) {
+        if (this.stopping) return this.committed;
+        this.openingSince ??= Date.now();
+        this.lastProblem = (err as Error).message;
+        // No stream (or no stream leader) yet, say: try again, as a failed batch is.
+        this.deps.log.warn({ err, shard: this.shard, attempt }, 'could not open the shard consumer; retrying');
+        await sleep(Math.min(5000, 200 * 2 ** Math.min(attempt, 5)));
+      }
+    }
+  }
+
+  /** The committed position in the stream as it is now, rebased when the stream is another instance (planPosition). */
+  private async position(): Promise<number> {
+    const { bus, db, log, metrics } = this.deps;
+    const instance = await bus.streamInstance();
+    if (!instance) throw new Error(`stream ${bus.streamName} does not exist`);
+    const committed = await claimShardPosition(db, bus.streamName, this.shard, instance.created, (stored) => {
+      const plan = planPosition(stored, instance);
+      if (plan.rebased) {
+        metrics.positionsRebased.inc();
+        log.error({ shard: this.shard, from: stored.seq, to: plan.seq, why: plan.rebased }, 'shard position rebased onto the stream as it is now');
+      }
+      return plan;
+    });
+    this.instance = instance.created;
+    this.committed = committed;
+    return committed;
+  }
+
+  /** Drops what is queued (not committed, not acked) and consumes again from after the committed position. */
+  private async reopen(): Promise<number> {
     // Rewinds in a row (a consumer that keeps losing deliveries) back off as failed batches do.
     const now = performance.now();
     this.rewinds = now - this.lastRewindAt < 10_000 ? this.rewinds + 1 : 0;
@@ -218,17 +285,7 @@ export class ShardRunner {
     this.messages = null;
     old?.stop();
     await old?.close().catch(() => {});
-    for (let attempt = 0; !this.stopping; attempt++) {
-      try {
-        this.rewind = null;
-        await this.open(committed + 1);
-        return;
-      } catch (err) {
-        // No stream leader yet, say: try again, as a failed batch is.
-        this.deps.log.warn({ err, shard: this.shard, attempt }, 'could not reopen the shard consumer; retrying');
-        await sleep(Math.min(5000, 200 * 2 ** Math.min(attempt, 5)));
-      }
-    }
+    return this.resume();
   }
 
   /**
@@ -269,12 +326,14 @@ export class ShardRunner {
     for (const m of stale) m.ack();
     const fresh = batch.filter((m) => m.seq > committed);
     if (!fresh.length) return { committed, failures };
+    this.committingSince = Date.now();
     try {
       // After repeated data errors, commit message by message to find and set aside the bad one.
       committed = failures >= 2 && fresh.length >= 1 ? await this.commitIsolating(fresh, committed) : await this.commit(fresh, committed);
       this.committed = committed;
       for (const m of fresh) m.ack();
       failures = 0;
+      this.failingSince = null;
     } catch (err) {
       if (err instanceof ShardFencedError) {
         log.warn({ shard: this.shard }, 'shard moved to another worker; stopping');
@@ -283,6 +342,8 @@ export class ShardRunner {
         return { committed, failures, fenced: true };
       }
       failures++;
+      this.failingSince ??= Date.now();
+      this.lastProblem = (err as Error).message;
       this.deps.metrics.workerErrors.inc({ kind: 'commit' });
       log.error({ err, shard: this.shard, attempt: failures }, 'batch failed; retrying');
       this.cache.clear(); // reload session states from the store on retry
@@ -290,6 +351,8 @@ export class ShardRunner {
       this.queue.unshift(...fresh);
       for (const m of fresh) m.working();
       return { committed, failures, backoffMs: Math.min(5000, 100 * 2 ** Math.min(failures, 6)) };
+    } finally {
+      this.committingSince = null;
     }
     return { committed, failures };
   }
