@@ -249,7 +249,7 @@ export class ShardRunner {
         this.openingSince ??= Date.now();
         this.lastProblem = (err as Error).message;
         // No stream (or no stream leader) yet, say: try again, as a failed batch is.
-        this.deps.log.warn({ err, shard: this.shard, attempt }, 'could not open the shard consumer; retrying');
+        this.deps.log.warn({ why: this.lastProblem, shard: this.shard, attempt }, 'could not open the shard consumer; retrying');
         await sleep(Math.min(5000, 200 * 2 ** Math.min(attempt, 5)));
       }
     }
