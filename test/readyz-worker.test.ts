@@ -31,7 +31,7 @@ test('a worker whose batch cannot commit for 20 s is unready (/readyz 503, why i
       const r = await get(`${workerUrl}/readyz`, null);
       return r.status === 503 ? r : null;
     }, { timeoutMs: 45_000, intervalMs: 500, what: 'worker /readyz 503 while its batch cannot commit' });
-    assert.match(unready.body.checks.worker, /committing for \d+ s/);
+    assert.match(unready!.body.checks.worker, /committing for \d+ s/);
     assert.equal((await get(`${workerUrl}/healthz`, null)).status, 200, 'liveness is not readiness');
     assert.equal((await get(`${api.url}/readyz`, null)).status, 200, 'the API process alone stays ready');
 
@@ -52,8 +52,8 @@ test('a worker whose batch cannot commit for 20 s is unready (/readyz 503, why i
       const r = await get(`${both!.url}/readyz`, null);
       return r.body.checks?.worker && r.body.checks.worker !== 'ok' ? r : null;
     }, { timeoutMs: 45_000, intervalMs: 500, what: 'the stall reported beside the API' });
-    assert.equal(degraded.status, 200);
-    assert.equal(degraded.body.status, 'degraded');
+    assert.equal(degraded!.status, 200);
+    assert.equal(degraded!.body.status, 'degraded');
     await blocker.query('ROLLBACK');
     await waitFor(async () => Number((await env.db.query(`SELECT count(*) AS n FROM events WHERE name = 'held2'`)).rows[0].n) === 1, { timeoutMs: 30_000, what: 'the second held event stored' });
   } finally {

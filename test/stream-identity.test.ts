@@ -92,7 +92,7 @@ test('stream deleted while running: /readyz 503 within 10 s, the stream is creat
       return r.status === 503 ? r : null;
     }, { timeoutMs: 10_000, intervalMs: 200, what: '/readyz 503 with the stream missing' });
     assert.ok(Date.now() - deletedAt <= 10_000);
-    assert.match(unready.body.checks.stream, /missing/);
+    assert.match(unready!.body.checks.stream, /missing/);
 
     // Send until the stream is back and 20 events were answered 202; a 503 is a refusal, never a loss.
     const answers: { i: number; status: number }[] = [];
