@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { createEnricher, type Enricher } from '../enrich';
 import type { EventRecord, QueuedOp, QueuedTrack } from '../model/event';
 import type { SessionState } from '../sessionize/session';
-import { deviceKey, joinable, processOps, type ProcessDeps, type ProcessedBatch } from './processor';
+import { deviceKey, devicesToLoad, inEventOrder, joinable, processOps, type ProcessDeps, type ProcessedBatch } from './processor';
 
 const MIN = 60_000;
 const TIMEOUT = 30 * MIN;
@@ -421,4 +421,30 @@ test('the isolating retry: an event the store cannot hold is set aside before it
   assert.equal(out.sessions[0]!.eventCount, 2);
   // Without the check (the first try) the event is processed like any other.
   assert.deepEqual(names((await new Harness().batch(ops)).events), ['session_start', 'screen_view', 'bad\u0000', 'screen_view']);
+});
+
+test('inEventOrder: by event time (receipt time for ops that are not events), stable for equal times', () => {
+  const base = { projectId: PROJECT, deviceId: DEV };
+  const late = track(T0 + 2000, 'late');
+  const tie1 = track(T0, 'tie1');
+  const tie2 = track(T0, 'tie2');
+  const identify: QueuedOp = { ...base, kind: 'identify', id: 'i', receivedAt: new Date(T0 + 1000).toISOString(), profileId: 'u', firstName: null, lastName: null, email: null, properties: {} };
+  const input = [late, tie1, identify, tie2];
+  assert.deepEqual(inEventOrder(input), [tie1, tie2, identify, late]);
+  assert.deepEqual(input, [late, tie1, identify, tie2], 'the input is not reordered');
+});
+
+test('devicesToLoad: each device of an event or session check the cache lacks, once, in op order', () => {
+  const cached = 'c'.repeat(32);
+  const other = 'b'.repeat(32);
+  const cache = new Map([[deviceKey(PROJECT, cached), {} as SessionState]]);
+  const ops: QueuedOp[] = [
+    track(T0, 'a', { deviceId: other }),
+    track(T0, 'b', { deviceId: cached }),
+    { kind: 'session_check', id: 'c', projectId: PROJECT, deviceId: DEV, receivedAt: '', sessionId: 's' },
+    { kind: 'assign_group', id: 'g', projectId: PROJECT, deviceId: 'd'.repeat(32), receivedAt: '', profileId: 'u', groupIds: [] },
+    track(T0, 'c', { deviceId: other }),
+  ];
+  assert.deepEqual(devicesToLoad(ops, cache), [{ projectId: PROJECT, deviceId: other }, { projectId: PROJECT, deviceId: DEV }]);
+  assert.deepEqual(devicesToLoad([], cache), []);
 });
