@@ -3,7 +3,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { Gate, deviceWindow, type GateResult } from './gate';
+import { Gate, REVOKED_CHECK_MS, REVOKED_SEEDED, type GateResult } from './gate';
 import { connectRedis, redisKeys } from '../redis/redis';
 import { ensureServices, REDIS_URL } from '../../test/support/harness';
 
@@ -20,13 +20,6 @@ after(async () => {
 
 const MIDNIGHT = Date.parse('2026-11-22T00:00:00Z');
 const base = { clientId: 'c1', ratePerSecond: 0, projectId: 'p', profileId: '', liveAtMs: null };
-
-test('devices are marked seen only in the 30 minutes before midnight; the old id is tried only in the 30 after', () => {
-  assert.deepEqual(deviceWindow(MIDNIGHT - 31 * 60_000), { markSeen: false, tryPrevious: false });
-  assert.deepEqual(deviceWindow(MIDNIGHT - 10 * 60_000), { markSeen: true, tryPrevious: false });
-  assert.deepEqual(deviceWindow(MIDNIGHT + 10 * 60_000), { markSeen: false, tryPrevious: true });
-  assert.deepEqual(deviceWindow(MIDNIGHT + 31 * 60_000), { markSeen: false, tryPrevious: false });
-});
 
 test('a visit that crosses midnight keeps the device id made with the previous salt', async () => {
   const before = await gate.ingest({ ...base, deviceId: 'old-salt-id', previousDeviceId: '', markSeen: true, nowMs: MIDNIGHT - 5 * 60_000 });
@@ -308,5 +301,81 @@ test('an anonymous event of a device identified in the last 30 minutes is its pr
     }
   } finally {
     close();
+  }
+});
+
+test('started with PostgreSQL\'s revoked clients: a revocation outlives the loss of Redis\' set on every path, and the set is seeded again', async () => {
+  // A namespace of its own: its revoked set is deleted below, as FLUSHALL or a restart of a Redis without persistence would.
+  const k = redisKeys(`${ns}:seed`);
+  const fromPg = `c-${randomBytes(3).toString('hex')}`;
+  const announced = `c-${randomBytes(3).toString('hex')}`;
+  const store = [fromPg];
+  const conn = await connectRedis(REDIS_URL, { failFast: true });
+  const g = new Gate(conn, k, { revokedInStore: async () => [...store] });
+  try {
+    await g.start();
+    assert.equal(g.fast, true);
+    // At start: PostgreSQL's revoked clients are in the mirror and in Redis, with the marker.
+    assert.equal(g.revokedLocally(fromPg), true);
+    assert.deepEqual((await redis.smembers(k.revoked)).sort(), [fromPg, REVOKED_SEEDED].sort());
+    // `client revoke`: PostgreSQL, then the set, then the announcement.
+    store.push(announced);
+    await redis.sadd(k.revoked, announced);
+    await redis.publish(k.revocations, announced);
+    await new Promise((res) => setTimeout(res, 20));
+    assert.equal(await redis.del(k.revoked), 1);
+    const input = { ...base, ratePerSecond: 100, deviceId: 'd', previousDeviceId: '', markSeen: false, liveAtMs: Date.now(), nowMs: Date.now() };
+    for (const id of [fromPg, announced]) {
+      const fast = g.ingest({ ...input, clientId: id });
+      assert.deepEqual(fast, { outcome: 'revoked' }, `${id}: the fast path, at once`);
+      // The 30 minutes after midnight (the exact path, decided by Redis): the mirror answers first.
+      assert.deepEqual(await g.ingest({ ...input, clientId: id, previousDeviceId: 'old' }), { outcome: 'revoked' });
+      assert.deepEqual(await g.read(id, 10, 10_000, Date.now()), { outcome: 'revoked' });
+      assert.deepEqual(await g.readLive(id, 10, 10_000, Date.now(), 'p'), { result: { outcome: 'revoked' }, live: null });
+      assert.equal(await g.isRevoked(id), true);
+    }
+    assert.equal((await g.ingest({ ...input, clientId: 'not-revoked' })).outcome, 'ok');
+    // Within a check, the set is seeded again from PostgreSQL: every reader of it agrees again.
+    const deadline = Date.now() + 3 * REVOKED_CHECK_MS + 1_000;
+    while ((await redis.sismember(k.revoked, REVOKED_SEEDED)) === 0 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
+    assert.deepEqual((await redis.smembers(k.revoked)).sort(), [fromPg, announced, REVOKED_SEEDED].sort());
+    // A gate that was never started (no mirror) reads it from Redis.
+    assert.deepEqual(await new Gate(redis, k).read(announced, 10, 10_000, Date.now()), { outcome: 'revoked' });
+  } finally {
+    g.close();
+    conn.disconnect();
+  }
+});
+
+test('started while PostgreSQL cannot be read: the mirror comes from Redis, the failure is reported once and the load retried', async () => {
+  const k = redisKeys(`${ns}:seedfail`);
+  const errors: unknown[] = [];
+  let calls = 0;
+  let fail = true;
+  const conn = await connectRedis(REDIS_URL, { failFast: true });
+  await redis.sadd(k.revoked, 'in-redis');
+  const g = new Gate(conn, k, {
+    revokedInStore: async () => {
+      calls++;
+      if (fail) throw new Error('postgres down');
+      return ['in-postgres'];
+    },
+    onSeedError: (err) => errors.push(err),
+  });
+  try {
+    await g.start();
+    assert.equal(g.fast, true, 'ingest answers from the mirror all the same');
+    assert.equal(g.revokedLocally('in-redis'), true);
+    await new Promise((res) => setTimeout(res, 2 * REVOKED_CHECK_MS + 200));
+    assert.ok(calls >= 2, `retried (${calls} loads)`);
+    assert.equal(errors.length, 1, 'reported once per run of failures');
+    fail = false;
+    const deadline = Date.now() + 2 * REVOKED_CHECK_MS + 1_000;
+    while (!g.revokedLocally('in-postgres') && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
+    assert.equal(g.revokedLocally('in-postgres'), true);
+    assert.deepEqual((await redis.smembers(k.revoked)).sort(), ['in-postgres', 'in-redis', REVOKED_SEEDED].sort());
+  } finally {
+    g.close();
+    conn.disconnect();
   }
 });

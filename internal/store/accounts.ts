@@ -128,6 +128,11 @@ export async function listClients(db: Pool, projectId?: string): Promise<ClientR
   return res.rows.map(toClient);
 }
 
+/** The ids of every revoked client (the API's revocation mirror loads them: internal/ratelimit/gate.ts). */
+export async function listRevokedClientIds(db: Pool): Promise<string[]> {
+  return (await db.query('SELECT id FROM clients WHERE revoked_at IS NOT NULL')).rows.map((r) => r.id as string);
+}
+
 /** Marks a client revoked; returns false when there is no such client. */
 export async function revokeClient(db: Pool, id: string): Promise<boolean> {
   const res = await db.query('UPDATE clients SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1', [id]);
