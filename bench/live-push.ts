@@ -89,7 +89,7 @@ try {
     projects.push({ id, reader: await env.client(id, 'read'), writer: await env.client(id, 'write') });
   }
   api = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'cmd/api/main.ts')], {
-    cwd: ROOT, env: { ...process.env, ...env.env({ PORT: String(port), LOG_LEVEL: 'warn', LIVE_MAX_SOCKETS: String(SOCKETS + 100) }) },
+    cwd: ROOT, env: { ...process.env, ...env.env({ PORT: String(port), LOG_LEVEL: 'warn', LIVE_MAX_SOCKETS: String(SOCKETS + 100), LIVE_MAX_SOCKETS_PER_PROJECT: String(SOCKETS + 100) }) },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   await waitFor(async () => (await fetch(`${url}/readyz`).catch(() => null))?.ok, { timeoutMs: 60_000, what: 'the API' });

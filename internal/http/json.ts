@@ -1,6 +1,6 @@
 // JSON for big answers without blocking the event loop: a chart of 144,000 points is ~8 MB
 // of JSON, and one JSON.stringify of it held the API's only thread for hundreds of ms on a
-// busy machine, so every /track behind it waited (issue 19). Here the value is serialized
+// busy machine, so every /track behind it waited. Here the value is serialized
 // piece by piece and the work gives way to other callbacks every SLICE_MS; a small value is
 // done in the first slice and returned at once, as JSON.stringify would.
 // The text is exactly JSON.stringify(value) for what answers hold (plain objects, arrays,

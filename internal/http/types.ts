@@ -65,8 +65,15 @@ export interface SocketHandlers {
 export interface SocketRoute {
   /** uWS pattern with :params, e.g. /insights/:projectId/live (plain GETs fall through to the HTTP routes). */
   pattern: string;
-  /** Largest message accepted from the peer; a larger one closes the socket (1009). Default 4 KiB. */
+  /** Largest message accepted from the peer; a larger one closes the socket with 1009 and a close frame. Default 4 KiB. */
   maxMessageBytes?: number;
+  /**
+   * Largest message read to its end, so that one over maxMessageBytes can still be refused with
+   * 1009 and a close frame (default maxMessageBytes). uWebSockets.js drops a connection that
+   * announces a bigger one at once, without a close frame (the peer sees 1006). A socket may
+   * make the server hold up to this much of a message it has not finished sending.
+   */
+  maxFrameBytes?: number;
   /** Bytes allowed to wait for a peer that does not read before the socket is closed. Default 64 KiB. */
   maxBufferedBytes?: number;
   /** Seconds without any frame (uWS pings the peer before that) before the socket is closed. Default 120. */

@@ -1,7 +1,9 @@
 // The WebSocket glue on a real uWS server (no other service): a peer that does not read is
 // dropped once its unsent bytes pass the route's limit, instead of being buffered without
 // bound; close reasons fit the protocol's 123 bytes; a plain GET on a socket path still
-// reaches the HTTP routes; shutting down closes open sockets with 1001.
+// reaches the HTTP routes; shutting down closes open sockets with 1001; a message over the
+// route's limit closes with 1009 and a close frame (up to maxFrameBytes; past it uWS drops the
+// connection).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
@@ -71,4 +73,52 @@ test('closing the server closes open sockets with 1001', async () => {
   const closed = new Promise<number>((r) => client.once('close', (code) => r(code)));
   http.close();
   assert.equal(await closed, 1001);
+});
+
+test('a message over maxMessageBytes closes with 1009 and a close frame, up to maxFrameBytes; past it uWS drops the connection', async () => {
+  const got: string[] = [];
+  const closedCodes: number[] = [];
+  const router = new Router();
+  const http = new HttpServer({
+    router, port: 0, host: '127.0.0.1',
+    sockets: [{
+      pattern: '/s', maxMessageBytes: 4096, maxFrameBytes: 64 * 1024,
+      accept: () => ({ message: (d) => void got.push(String(d)), closed: (code) => void closedCodes.push(code) }),
+    }],
+  });
+  const port = await http.listen();
+  const session = async (send: (c: WebSocket) => void) => {
+    const client = new WebSocket(`ws://127.0.0.1:${port}/s`);
+    await new Promise((r) => client.once('open', r));
+    const closed = new Promise<{ code: number; reason: string }>((r) => client.once('close', (code, reason) => r({ code, reason: String(reason) })));
+    client.on('error', () => {});
+    send(client);
+    return closed;
+  };
+  try {
+    // At the limit: delivered, the socket stays open.
+    const atLimit = await session((c) => {
+      c.send('a'.repeat(4096));
+      setTimeout(() => c.close(1000), 100);
+    });
+    assert.equal(atLimit.code, 1000);
+    assert.deepEqual(got, ['a'.repeat(4096)]);
+    for (const [what, send] of [
+      ['text, one byte over', (c: WebSocket) => c.send('b'.repeat(4097))],
+      ['binary, 64 KiB', (c: WebSocket) => c.send(Buffer.alloc(64 * 1024))],
+      ['in fragments', (c: WebSocket) => { c.send('c'.repeat(3000), { fin: false }); c.send('c'.repeat(3000), { fin: true }); }],
+    ] as const) {
+      const closed = await session(send);
+      assert.equal(closed.code, 1009, `${what}: ${JSON.stringify(closed)}`);
+      assert.equal(closed.reason, 'message too big: at most 4096 bytes', what);
+    }
+    assert.equal(got.length, 1, 'nothing over the limit reached the route');
+    // Past maxFrameBytes uWS refuses the frame's header and drops the connection (no close frame).
+    const dropped = await session((c) => c.send(Buffer.alloc(64 * 1024 + 1)));
+    assert.equal(dropped.code, 1006);
+    assert.deepEqual(closedCodes, [1000, 1009, 1009, 1009, 1006]);
+    assert.equal(http.openSocketCount, 0);
+  } finally {
+    http.close();
+  }
 });

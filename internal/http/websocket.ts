@@ -102,9 +102,13 @@ function safeDecode(s: string): string | null {
 export function attachSocketRoute(uws: typeof UWS, app: UWS.TemplatedApp, route: SocketRoute, sockets: OpenSockets, o: SocketGlueOptions): void {
   const paramNames = route.pattern.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
   const maxBufferedBytes = route.maxBufferedBytes ?? 64 * 1024;
+  const maxMessageBytes = route.maxMessageBytes ?? 4096;
+  const tooBig = closeReason(`message too big: at most ${maxMessageBytes} bytes`);
   app.ws<SocketData>(route.pattern, {
     compression: uws.DISABLED,
-    maxPayloadLength: route.maxMessageBytes ?? 4096,
+    // uWS closes a connection announcing a message over maxPayloadLength without a close frame
+    // (1006 for the peer): it reads up to maxFrameBytes so that the check below answers 1009.
+    maxPayloadLength: Math.max(maxMessageBytes, route.maxFrameBytes ?? 0),
     // uWS keeps at most this much per socket; ours closes the socket before it is reached.
     maxBackpressure: maxBufferedBytes * 2,
     idleTimeout: route.idleTimeoutSeconds ?? 120,
@@ -165,6 +169,10 @@ export function attachSocketRoute(uws: typeof UWS, app: UWS.TemplatedApp, route:
     },
     message: (ws, message, isBinary) => {
       const data = ws.getUserData();
+      if (message.byteLength > maxMessageBytes) {
+        data.connection?.close(1009, tooBig);
+        return;
+      }
       // The ArrayBuffer is valid only during this call: copy (binary) or decode (text) now.
       const bytes = Buffer.from(new Uint8Array(message));
       try {

@@ -1,9 +1,10 @@
 // The hub's rules without a server: a count per project (not per socket), message spacing,
-// re-counting when a visitor ages out, refusals and revocation. The source is an in-memory
-// live set with the same meaning as the Redis one (internal/live/source.ts).
+// re-counting when a visitor ages out, refusals and revocation, slots (per thread, per project,
+// and the authenticating budget with its deadline). The source is an in-memory live set with
+// the same meaning as the Redis one (internal/live/source.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LiveHub, type LiveCount, type LiveSource } from './hub';
+import { LiveHub, type LiveCount, type LiveRefusalReason, type LiveSource } from './hub';
 import { CLOSE } from './protocol';
 import { ForbiddenError, UnauthorizedError } from '../http/errors';
 import { LIVE_WINDOW_MS } from '../ratelimit/gate';
@@ -71,12 +72,16 @@ const request = (projectId: string, headers: Record<string, string> = {}): Socke
   path: `/insights/${projectId}/live`, params: { projectId }, query: new URLSearchParams(), headers, remoteAddress: '127.0.0.1', requestId: 'r',
 });
 
-function setup(opts: { offsetMs?: () => number; authTimeoutMs?: number; maxSockets?: number } = {}) {
+function setup(opts: { offsetMs?: () => number; authTimeoutMs?: number; maxSockets?: number; maxSocketsPerProject?: number; maxAuthenticating?: number } = {}) {
   const now = () => Date.now() + (opts.offsetMs?.() ?? 0);
   const source = new MemorySource(now);
+  const refusals: LiveRefusalReason[] = [];
   const hub = new LiveHub({
     source, now,
+    maxSocketsPerProject: opts.maxSocketsPerProject, maxAuthenticating: opts.maxAuthenticating,
+    onRefused: (reason) => refusals.push(reason),
     authenticate: async ({ clientId, clientSecret }, projectId) => {
+      if (clientId === 'hang') return new Promise<never>(() => {}); // a store that never answers
       if (clientSecret !== 'good') throw new UnauthorizedError('invalid client credentials');
       if (clientId.startsWith('writer')) throw new ForbiddenError('a write client cannot read; use a read or root client');
       if (!projectId.startsWith('p')) throw new ForbiddenError('this client has no access to that project');
@@ -93,7 +98,7 @@ function setup(opts: { offsetMs?: () => number; authTimeoutMs?: number; maxSocke
     return s;
   };
   const creds = (clientId = 'reader') => ({ 'service-client-id': clientId, 'service-client-secret': 'good' });
-  return { hub, source, open, creds };
+  return { hub, source, open, creds, refusals };
 }
 
 const until = async (cond: () => boolean, what: string, ms = 3000) => {
@@ -123,7 +128,7 @@ test('a hundred sockets of one project share one count, and each gets it at once
   await sleep(400);
   assert.ok(sockets.every((s) => s.messages.length === 2));
   for (const s of sockets) s.close(1000, 'bye');
-  assert.deepEqual(hub.stats(), { sockets: 0, watching: 0, projects: 0 });
+  assert.deepEqual(hub.stats(), { sockets: 0, authenticating: 0, watching: 0, projects: 0 });
   assert.deepEqual([...source.subscribed], [], 'the last socket gone, the project is unsubscribed');
   hub.close();
 });
@@ -193,12 +198,76 @@ test('a revoked client\'s sockets are closed; others stay', async () => {
   hub.close();
 });
 
-test('sockets beyond the limit are closed with 1013', async () => {
-  const { hub, open, creds } = setup({ maxSockets: 2 });
+test('authenticated sockets beyond maxSockets are closed with 1013; sockets still authenticating take no slot', async () => {
+  const { hub, open, creds, refusals } = setup({ maxSockets: 2, maxSocketsPerProject: 2 });
+  const waiting = Array.from({ length: 5 }, () => open('p6')); // no credentials yet
   const a = open('p6', creds());
-  const b = open('p6', creds());
-  const c = open('p6', creds());
+  const b = open('p7', creds());
+  const c = open('p8', creds()); // checking with a and b: refused once a and b hold the slots
+  assert.equal(hub.stats().authenticating, 8);
+  await until(() => a.messages.length === 1 && b.messages.length === 1 && c.isClosed, 'a and b counted, c refused');
   assert.equal(c.closedWith?.code, CLOSE.tryAgainLater);
-  assert.equal(a.isClosed || b.isClosed, false);
+  assert.equal(c.messages.length, 0);
+  // Full: a newcomer is refused at once, before any credential check.
+  const d = open('p9', creds());
+  assert.equal(d.closedWith?.code, CLOSE.tryAgainLater);
+  assert.ok(waiting.every((w) => !w.isClosed), 'the waiting sockets were not counted against the slots');
+  assert.deepEqual(hub.stats(), { sockets: 7, authenticating: 5, watching: 2, projects: 2 });
+  // A slot freed: the next one gets it.
+  a.close(1000, 'bye');
+  waiting[0]!.handlers!.message(JSON.stringify({ clientId: 'reader', clientSecret: 'good' }));
+  await until(() => waiting[0]!.messages.length === 1, 'the freed slot taken');
+  assert.deepEqual(refusals, ['server_full', 'server_full']);
+  for (const s of waiting) s.close(1000, 'bye');
+  hub.close();
+});
+
+test('one project holds at most maxSocketsPerProject; the others still get in (4429)', async () => {
+  const { hub, open, creds, refusals } = setup({ maxSockets: 4, maxSocketsPerProject: 2 });
+  const mine = [open('p10', creds()), open('p10', creds()), open('p10', creds())];
+  await until(() => mine.filter((s) => s.messages.length === 1).length === 2 && mine.some((s) => s.isClosed), 'two in, one refused');
+  assert.deepEqual(mine.map((s) => s.closedWith?.code), [undefined, undefined, CLOSE.projectFull]);
+  const other = [open('p11', creds()), open('p11', { 'service-client-id': 'root', 'service-client-secret': 'good' })];
+  await until(() => other.every((s) => s.messages.length === 1), 'the other project in');
+  // Server full now (4 of 4): 1013 at once, whatever the project.
+  assert.equal(open('p12', creds()).closedWith?.code, CLOSE.tryAgainLater);
+  assert.deepEqual(refusals, ['project_full', 'server_full']);
+  hub.close();
+});
+
+test('the authenticating budget: a newcomer displaces the longest-waiting socket, never one being checked (4430)', async () => {
+  const { hub, open, creds, refusals } = setup({ maxAuthenticating: 3 });
+  const w = [open('p13'), open('p13'), open('p13')];
+  const w4 = open('p13');
+  assert.equal(w[0]!.closedWith?.code, CLOSE.authenticatingFull, 'the oldest waiting socket made room');
+  assert.match(w[0]!.closedWith!.reason, /too many sockets are waiting for credentials/);
+  const h = open('p13', creds()); // checking at once; displaces w[1]
+  assert.equal(w[1]!.closedWith?.code, CLOSE.authenticatingFull);
+  w[2]!.handlers!.message(JSON.stringify({ clientId: 'reader', clientSecret: 'good' })); // checking now
+  const x = open('p13', creds()); // displaces w4, the only one still waiting
+  assert.equal(w4.closedWith?.code, CLOSE.authenticatingFull);
+  // Three checking, none waiting: the next one is refused, not any of them.
+  const y = open('p13');
+  assert.equal(y.closedWith?.code, CLOSE.authenticatingFull);
+  assert.match(y.closedWith!.reason, /too many sockets are authenticating/);
+  assert.equal(hub.stats().authenticating, 3);
+  await until(() => [h, w[2]!, x].every((s) => s.messages.length === 1), 'the checked ones counted');
+  assert.equal(hub.stats().authenticating, 0);
+  assert.deepEqual(refusals, ['authenticating_displaced', 'authenticating_displaced', 'authenticating_displaced', 'authenticating_full']);
+  hub.close();
+});
+
+test('one deadline from opening: 4408 without credentials, 4503 when their check does not end in time', async () => {
+  const { hub, open, creds, refusals } = setup({ authTimeoutMs: 150 });
+  const silent = open('p14');
+  const hung = open('p14', creds('hang'));
+  const late = open('p14');
+  await sleep(100);
+  late.handlers!.message(JSON.stringify({ clientId: 'hang', clientSecret: 'good' })); // sent in time, never checked
+  await until(() => silent.isClosed && hung.isClosed && late.isClosed, 'all three closed', 2000);
+  assert.deepEqual([silent, hung, late].map((s) => s.closedWith?.code), [CLOSE.authTimeout, CLOSE.unavailable, CLOSE.unavailable]);
+  assert.match(hung.closedWith!.reason, /could not be checked within/);
+  assert.deepEqual(refusals, ['auth_timeout', 'auth_timeout', 'auth_timeout']);
+  assert.equal(hub.stats().authenticating, 0);
   hub.close();
 });

@@ -10,10 +10,15 @@
 //   - every resyncMs (5 s) anyway (a change published while the subscription was reconnecting).
 // A socket gets `{"visitors": N}` at once after it authenticates, then whenever N changes, never
 // two messages closer than minIntervalMs (at most 4 a second).
+//
+// Who may hold a socket is LiveSlots' (./slots.ts): authenticated sockets per thread and per
+// project, and a small budget of sockets still authenticating, each of which has authTimeoutMs
+// (5 s) from opening to be authenticated.
 import type { SocketConnection, SocketHandlers, SocketRequest } from '../http/types';
 import { credentialsOf } from '../auth/auth';
 import { LIVE_WINDOW_MS } from '../ratelimit/gate';
 import { CLOSE, parseCredentialsMessage, refusal, visitorsMessage, type Credentials } from './protocol';
+import { defaultMaxPerProject, LiveSlots, type SlotRefusal } from './slots';
 
 export interface LiveCount {
   visitors: number;
@@ -34,12 +39,49 @@ export interface LiveSource {
 /** Checks a socket's credentials for a project: resolves with the client id, or throws an HttpError (401, 403, 404, 503). */
 export type LiveAuthenticate = (credentials: Credentials, projectId: string) => Promise<{ clientId: string }>;
 
+/**
+ * Why a socket was closed for want of room or time (a metric's label): no slot (SlotRefusal),
+ * displaced while waiting for its credentials, or not authenticated within authTimeoutMs.
+ */
+export type LiveRefusalReason = SlotRefusal | 'authenticating_displaced' | 'auth_timeout';
+
+export const LIVE_REFUSAL_REASONS: readonly LiveRefusalReason[] = ['server_full', 'project_full', 'authenticating_full', 'authenticating_displaced', 'auth_timeout'];
+
+/** What the hub holds now (a gauge). */
+export interface LiveStats {
+  /** Sockets open, in any state. */
+  sockets: number;
+  /** Open and not yet authenticated (the LiveSlots authenticating budget). */
+  authenticating: number;
+  /** Authenticated and watching their project. */
+  watching: number;
+  projects: number;
+}
+
+const SLOT_CLOSE: Record<SlotRefusal, { code: number; reason: string }> = {
+  server_full: { code: CLOSE.tryAgainLater, reason: 'this server holds as many live sockets as it may; retry later' },
+  project_full: { code: CLOSE.projectFull, reason: 'this project holds as many live sockets on this server as it may; close some or retry later' },
+  authenticating_full: { code: CLOSE.authenticatingFull, reason: 'too many sockets are authenticating on this server; retry later and send credentials at once' },
+};
+
 export interface LiveHubOptions {
   source: LiveSource;
   authenticate: LiveAuthenticate;
-  /** Sockets this hub accepts at most; more are closed with 1013. Default 20,000. */
+  /** Authenticated sockets this hub holds at most; more are closed with 1013. Default 20,000. */
   maxSockets?: number;
-  /** Time a browser has to send its credentials message. Default 5 s. */
+  /** Authenticated sockets of one project at most; more are closed with 4429. Default half of maxSockets. */
+  maxSocketsPerProject?: number;
+  /**
+   * Sockets not yet authenticated at most. Past it a newcomer displaces the socket that has
+   * waited longest for its credentials, or is refused when every one is being checked (4430).
+   * Default 1,000.
+   */
+  maxAuthenticating?: number;
+  /**
+   * Time from opening to being authenticated: a browser that has not sent its credentials by
+   * then is closed with 4408, a socket whose credentials are still being checked with 4503.
+   * Default 5 s.
+   */
   authTimeoutMs?: number;
   /**
    * Least time between two evaluations of a project, and between two messages to one socket.
@@ -55,7 +97,9 @@ export interface LiveHubOptions {
   now?: () => number;
   onError?: (err: unknown, what: string) => void;
   /** Told whenever the number of sockets changes (a gauge). */
-  onStats?: (stats: { sockets: number; watching: number; projects: number }) => void;
+  onStats?: (stats: LiveStats) => void;
+  /** Told of each socket closed for want of a slot or of time (a counter). */
+  onRefused?: (reason: LiveRefusalReason) => void;
 }
 
 interface Watcher {
@@ -89,18 +133,27 @@ export class LiveHub {
   private watching = 0;
   private revocationTimer: NodeJS.Timeout | null = null;
   private closed = false;
-  private readonly o: Required<Omit<LiveHubOptions, 'onError' | 'onStats'>> & Pick<LiveHubOptions, 'onError' | 'onStats'>;
+  private readonly slots: LiveSlots<SocketConnection>;
+  private readonly o: Required<Omit<LiveHubOptions, 'onError' | 'onStats' | 'onRefused' | 'maxSocketsPerProject'>> & Pick<LiveHubOptions, 'onError' | 'onStats' | 'onRefused'>;
 
   constructor(opts: LiveHubOptions) {
+    const { maxSocketsPerProject, ...rest } = opts;
+    // An option given as undefined keeps its default.
+    const given = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)) as typeof rest;
     this.o = {
-      maxSockets: 20_000, authTimeoutMs: 5_000, minIntervalMs: 260, resyncMs: 5_000, revocationCheckMs: 2_000, retryMs: 1_000,
-      now: Date.now, ...opts,
+      maxSockets: 20_000, maxAuthenticating: 1_000, authTimeoutMs: 5_000, minIntervalMs: 260, resyncMs: 5_000, revocationCheckMs: 2_000, retryMs: 1_000,
+      now: Date.now, ...given,
     };
+    this.slots = new LiveSlots({
+      maxSockets: this.o.maxSockets,
+      maxPerProject: maxSocketsPerProject ?? defaultMaxPerProject(this.o.maxSockets),
+      maxAuthenticating: this.o.maxAuthenticating,
+    });
   }
 
-  /** Sockets open (authenticated or not) and projects watched. */
-  stats(): { sockets: number; watching: number; projects: number } {
-    return { sockets: this.sockets, watching: this.watching, projects: this.projects.size };
+  /** Sockets open, those authenticating, those watching, and projects watched. */
+  stats(): LiveStats {
+    return { sockets: this.sockets, authenticating: this.slots.authenticating, watching: this.watching, projects: this.projects.size };
   }
 
   private statsChanged(): void {
@@ -122,7 +175,6 @@ export class LiveHub {
     let watcher: Watcher | null = null;
     let timer: NodeJS.Timeout | null = null;
     this.sockets++;
-    this.statsChanged();
     const close = (code: number, reason: string) => socket.close(code, reason);
     const handlers: SocketHandlers = {
       message: (data) => {
@@ -135,18 +187,24 @@ export class LiveHub {
         if (state === 'closed') return;
         state = 'closed';
         this.sockets--;
+        this.slots.release(socket);
         if (timer) clearTimeout(timer);
+        timer = null;
         if (watcher) this.unwatch(watcher);
         this.statsChanged();
       },
     };
     const authenticate = (credentials: Credentials) => {
       state = 'authenticating';
-      if (timer) clearTimeout(timer);
+      this.slots.credentials(socket);
       this.o.authenticate(credentials, projectId).then(
         ({ clientId }) => {
           if (state !== 'authenticating') return;
           if (this.closed) return close(CLOSE.goingAway, 'server shutting down; reconnect');
+          if (timer) clearTimeout(timer);
+          timer = null;
+          const refused = this.slots.admit(socket, projectId);
+          if (refused) return this.refuse(socket, refused);
           state = 'watching';
           watcher = this.watch(projectId, clientId, socket);
         },
@@ -163,21 +221,42 @@ export class LiveHub {
       close(CLOSE.goingAway, 'server shutting down; reconnect');
       return handlers;
     }
-    if (this.sockets > this.o.maxSockets) {
-      close(CLOSE.tryAgainLater, 'this server holds as many live sockets as it may; retry later');
+    const fromHeaders = credentialsOf({ headers: req.headers });
+    const byHeaders = Boolean(fromHeaders.clientId || fromHeaders.secret);
+    if (byHeaders && (!fromHeaders.clientId || !fromHeaders.secret)) {
+      close(CLOSE.unauthorized, 'missing client credentials (service-client-id and service-client-secret headers)');
       return handlers;
     }
-    const fromHeaders = credentialsOf({ headers: req.headers });
-    if (fromHeaders.clientId || fromHeaders.secret) {
-      if (!fromHeaders.clientId || !fromHeaders.secret) {
-        close(CLOSE.unauthorized, 'missing client credentials (service-client-id and service-client-secret headers)');
-      } else authenticate({ clientId: fromHeaders.clientId, clientSecret: fromHeaders.secret });
-    } else {
-      timer = setTimeout(() => {
-        if (state === 'waiting') close(CLOSE.authTimeout, `no credentials within ${Math.round(this.o.authTimeoutMs / 1000)} s: send {"clientId": "...", "clientSecret": "..."} first`);
-      }, this.o.authTimeoutMs);
+    const opened = this.slots.open(socket, byHeaders);
+    if (opened.refused) {
+      this.refuse(socket, opened.refused);
+      return handlers;
     }
+    if (opened.evicted) {
+      this.o.onRefused?.('authenticating_displaced');
+      opened.evicted.close(CLOSE.authenticatingFull, 'displaced: too many sockets are waiting for credentials; send them at once after opening');
+    }
+    this.statsChanged();
+    // One deadline from opening to authenticated, whether the credentials are awaited or being checked.
+    const seconds = Math.round(this.o.authTimeoutMs / 1000);
+    timer = setTimeout(() => {
+      timer = null;
+      if (state === 'waiting') {
+        this.o.onRefused?.('auth_timeout');
+        close(CLOSE.authTimeout, `no credentials within ${seconds} s: send {"clientId": "...", "clientSecret": "..."} first`);
+      } else if (state === 'authenticating') {
+        this.o.onRefused?.('auth_timeout');
+        close(CLOSE.unavailable, `the credentials could not be checked within ${seconds} s; retry`);
+      }
+    }, this.o.authTimeoutMs);
+    if (byHeaders) authenticate({ clientId: fromHeaders.clientId!, clientSecret: fromHeaders.secret! });
     return handlers;
+  }
+
+  private refuse(socket: SocketConnection, why: SlotRefusal): void {
+    this.o.onRefused?.(why);
+    const { code, reason } = SLOT_CLOSE[why];
+    socket.close(code, reason);
   }
 
   /** Closes every socket (1001) and stops every timer and subscription. */
@@ -319,7 +398,7 @@ export class LiveHub {
 
   private checkingRevocations = false;
 
-  /** Closes the sockets of revoked clients (revocation is a Redis set every API process reads). */
+  /** Closes the sockets of revoked clients (the source asks the thread's revocation mirror, then Redis' set). */
   private async checkRevocations(): Promise<void> {
     if (this.checkingRevocations) return;
     const byClient = new Map<string, Watcher[]>();

@@ -5,8 +5,10 @@ import { HttpError } from '../http/errors';
 /**
  * Close codes. A refusal is 4000 + the HTTP status the same request would get (4401 bad
  * credentials, 4403 wrong mode or project, 4404 unknown project, 4400 a first message that is
- * not credentials, 4408 no credentials in time, 4503 a store the check needs is away);
- * otherwise the standard codes.
+ * not credentials, 4408 no credentials in time, 4503 a store the check needs is away or too
+ * slow, 4429 the project holds its share of the thread's sockets); 4430 too many sockets
+ * authenticating; otherwise the standard codes (1009, a message over 4 KiB, comes from
+ * internal/http/websocket.ts).
  */
 export const CLOSE = {
   badMessage: 4400,
@@ -17,8 +19,12 @@ export const CLOSE = {
   unavailable: 4503,
   /** The server is shutting down (RFC 6455 "going away"). */
   goingAway: 1001,
-  /** This process holds as many live sockets as it is allowed (RFC 6455 "try again later"). */
+  /** This API thread holds LIVE_MAX_SOCKETS authenticated sockets (RFC 6455 "try again later"). */
   tryAgainLater: 1013,
+  /** The project holds LIVE_MAX_SOCKETS_PER_PROJECT authenticated sockets on this API thread. */
+  projectFull: 4429,
+  /** LIVE_MAX_AUTHENTICATING sockets are authenticating on this API thread (refused, or displaced while waiting). */
+  authenticatingFull: 4430,
   internal: 1011,
 } as const;
 

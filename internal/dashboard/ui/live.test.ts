@@ -11,5 +11,5 @@ test('reconnection backs off exponentially to 30 s, with jitter', () => {
 
 test('refusals are final; server restarts and timeouts are retried', () => {
   for (const code of [4400, 4401, 4403, 4404]) assert.ok(FINAL_CODES.has(code));
-  for (const code of [1001, 1006, 1008, 1011, 1013, 4408, 4503]) assert.ok(!FINAL_CODES.has(code));
+  for (const code of [1001, 1006, 1008, 1011, 1013, 4408, 4429, 4430, 4503]) assert.ok(!FINAL_CODES.has(code));
 });
