@@ -20,7 +20,7 @@ import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, StorageType, RetentionPolicy } from '@nats-io/jetstream';
-import { decodeBatch } from '../internal/ingest/batcher';
+import { decodeBatch } from '../internal/bus/message';
 import { TestEnv, spawnApp, ROOT, NATS_URL } from '../test/support/harness';
 
 const { values: args } = parseArgs({

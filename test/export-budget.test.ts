@@ -1,4 +1,4 @@
-// Bounded work per export request (issue 19 #6): a minute chart broken down by 100 values
+// Bounded work per export request: a minute chart broken down by 100 values
 // over a day answers (it was a 500, "Maximum call stack size exceeded"); a chart that could
 // hold more points than the budget, or whose breakdown values would make a response of
 // hundreds of MB, is a 400 naming the budget before the memory is spent; a page of

@@ -1,4 +1,4 @@
-// Faults on the read side (issue 19): clients that go away or stall in the middle of an
+// Faults on the read side: clients that go away or stall in the middle of an
 // NDJSON export, regex filters that would run past the request's budget, a client that
 // leaves while its query runs, and PostgreSQL refusing connections (down or pool
 // exhausted). Real HTTP clients (raw TCP) against the real Router/HttpServer, the real
@@ -150,7 +150,7 @@ describe('SIGTERM with an export in progress', () => {
 });
 
 // ---------------------------------------------------------------------------------------
-// One query budget per request, and cancellation when the client leaves (issue 19 #4)
+// One query budget per request, and cancellation when the client leaves
 
 // PostgreSQL's regex engine must backtrack a back-reference: ^(aa+)\1+$ on a run of a's of
 // prime length tries every divisor (test/security-regex.test.ts).
@@ -235,7 +235,7 @@ async function assertBackToBaselineOf(s: ExportServer, what: string, timeoutMs: 
 }
 
 // ---------------------------------------------------------------------------------------
-// PostgreSQL unavailable: 503 with Retry-After, not 500 (issue 19 #8)
+// PostgreSQL unavailable: 503 with Retry-After, not 500
 
 describe('reads while PostgreSQL cannot give a connection', () => {
   it('the pool is exhausted: 503 with Retry-After within the budget', async () => {

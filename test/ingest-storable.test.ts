@@ -1,10 +1,10 @@
-// What the store would refuse is refused by the API (issue 19 #2): a 202 is never followed
-// by a lost event. The reproductions of the issue: __path of 3,000 CJK characters among 100
+// What the store would refuse is refused by the API: a 202 is never followed by a lost
+// event. The cases: __path of 3,000 CJK characters among 100
 // other devices' events, `%00` in a UTM parameter, an increment on a 140,000-digit
 // property; and the limits' edges, accepted and stored. API and worker in this process.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { KEY_TEXT_MAX_BYTES, NAME_MAX_BYTES, NUMERIC_TEXT_MAX_CHARS } from '../internal/ingest/storable';
+import { KEY_TEXT_MAX_BYTES, NAME_MAX_BYTES, NUMERIC_TEXT_MAX_CHARS } from '../internal/bus/storable';
 import { eventId } from '../internal/ingest/ops';
 import { shardOf } from '../internal/bus/bus';
 import { post, startApp, TestEnv, waitFor, type Credentials } from './support/harness';

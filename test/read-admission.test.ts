@@ -1,4 +1,4 @@
-// Read admission (issue 19, docs/operating.md "Read admission"): a client over its limit of
+// Read admission (docs/operating.md, "Read admission"): a client over its limit of
 // concurrent reads gets a 429 naming it while other clients are served; heavy read
 // statements beyond READ_CONCURRENCY queue (pg_stat_activity never shows more running), a
 // queued request whose client leaves never runs; /track stays fast while slow reads

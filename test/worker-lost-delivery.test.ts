@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Bus, BusMessage } from '../internal/bus/bus';
-import { decodeBatch } from '../internal/ingest/batcher';
+import { decodeBatch } from '../internal/bus/message';
 import { TestEnv, closeWorker, post, sleep, startApp, startTestWorker, track, waitFor, type Credentials } from './support/harness';
 
 const UA = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36';

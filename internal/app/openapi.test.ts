@@ -4,12 +4,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openApiDocument } from './openapi';
 import { ingestRoutes, type IngestDeps } from '../ingest/handler';
-import { readRoutes, type ReadDeps } from './read-routes';
+import { readRoutes } from './read-routes';
 import { exportRoutes } from '../export/routes';
 import { opsRoutes, type OpsOptions } from './ops-routes';
 import { SESSION_DIMENSIONS } from '../model/event';
 import { chartSchema, eventsSchema } from '../export/params';
 import { FILTER_OPERATORS } from '../query/params';
+import type { ReadDeps } from '../read/guard';
 
 type Doc = { paths: Record<string, Record<string, { parameters?: { name: string; schema: Record<string, any> }[] }>>; components: Record<string, any> };
 const doc = openApiDocument() as unknown as Doc;

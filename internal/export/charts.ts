@@ -3,7 +3,7 @@
 // has the segments, breakdowns, metrics, previous periods and ids; which series read rollups is
 // the read planner's choice (seriesRead, chartSketchPlan).
 import { BadRequestError } from '../http/errors';
-import { exactVisitorsMaxOf, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
+import { exactVisitorsMaxOf, type ReadOptions } from '../query/db';
 import { compileAll, indexed, SqlParams } from '../query/filters';
 import { PROPERTY_PREFIX, type Filter } from '../query/params';
 import { addDays, bucketStarts, daysBetween, localDateOf, resolvePeriod, startOfDay } from '../query/period';
@@ -13,6 +13,7 @@ import { chartedWhere, chartRequest, chartSpan, groupedSql, layerRows, namesWher
 import { chartSketchPlan, sketchDecisionSql, sketchSeriesSql, type SketchPlan } from './sketches';
 import { propertyRollupGroupedSql } from './property-rollups';
 import { planRead, type ReadPath, type ReadSource } from '../query/planner';
+import type { ConnectionSource, Queryable } from '../query/source';
 import { checkChartShape, minMax, ResponseBudget, textBytes } from './budget';
 import { Slicer } from '../http/json';
 

@@ -5,8 +5,8 @@
 import { createHash } from 'node:crypto';
 import Cursor from 'pg-cursor';
 import { BadRequestError } from '../http/errors';
-import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_QUERY_CANCELED, pgErrorCode, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
-import { QueryTimeoutError } from '../query/errors';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, type ReadOptions } from '../query/db';
+import { PG_QUERY_CANCELED, pgErrorCode, QueryTimeoutError } from '../query/errors';
 import { compileAll, indexed, SqlParams } from '../query/filters';
 import { addDays, instantOfWallClock, parseLocalDate, startOfDay } from '../query/period';
 import {
@@ -23,6 +23,7 @@ import {
 import { TS_TEXT, withoutJit, withRead } from '../query/lookups';
 import { countHours, layerRows, totalCountSql } from './rollups';
 import { planRead, type ReadPath } from '../query/planner';
+import type { ConnectionSource, Queryable } from '../query/source';
 import { NDJSON_BATCH_BYTES, ResponseBudget } from './budget';
 
 /** Path 'raw' never reads the event rollups nor the sketches; exactVisitorsMax: the charts' distinct counts (./sketches.ts). */

@@ -9,12 +9,11 @@
 // `{ streaming: true }` (the runtime's) they go to the server as the response's `stream`;
 // otherwise they are collected into one `raw` body of at most `maxBufferedBytes` (a larger
 // export is a 400 that points to narrower start/end or pagination).
-import type { ReadContext, ReadDeps } from '../app/read-routes';
-import { readGuard } from '../app/read-routes';
 import { BadRequestError, HttpError } from '../http/errors';
 import type { Route } from '../http/router';
 import type { HttpRequest, HttpResponse } from '../http/types';
 import { readError } from '../query/errors';
+import { readGuard, type ReadContext, type ReadDeps } from '../read/guard';
 import { getChart } from './charts';
 import { getEventsPage, streamEvents } from './events';
 import { parseChartParams, parseEventsParams, requestedProject } from './params';

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { stat } from 'node:fs';
-import { Batcher, decodeBatch, OpTooLargeError } from './batcher';
+import { decodeBatch } from '../bus/message';
+import { Batcher, OpTooLargeError } from './batcher';
 import type { QueuedOp } from '../model/event';
 
 const op = (i: number): QueuedOp => ({

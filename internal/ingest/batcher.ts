@@ -9,11 +9,11 @@
 // a publish in flight for `maxWaitBehindMs` at most (a healthy ack takes well under a
 // millisecond on one host): when NATS stalls, each request still gets its answer (503) one
 // publish timeout after it arrived, not after every publish queued before it. Every request
-// of a message is answered when that message's publish is acked.
+// of a message is answered when that message's publish is acked. The message's format, which
+// the worker decodes, is internal/bus/message.ts.
 import { randomUUID } from 'node:crypto';
-import { deflateRaw, inflateRawSync } from 'node:zlib';
-import { promisify } from 'node:util';
-import type { QueuedBatch, QueuedOp } from '../model/event';
+import { encodeBatch, encodeCompressed, ENVELOPE_BYTES } from '../bus/message';
+import type { QueuedOp } from '../model/event';
 
 export type PublishFn = (subject: string, data: Uint8Array, msgId: string) => Promise<unknown>;
 
@@ -57,8 +57,6 @@ function newPending(bytes: number, loneMsgId: string | undefined): Pending {
 export class OpTooLargeError extends Error {}
 
 const DEFAULT_WAIT_BEHIND_MS = 5;
-const HEAD = '{"v":1,"ops":[';
-const TAIL = ']}';
 
 export class Batcher {
   private readonly pending = new Map<string, Pending>();
@@ -84,7 +82,7 @@ export class Batcher {
       p = undefined;
     }
     if (!p) {
-      p = newPending(HEAD.length + TAIL.length, msgId);
+      p = newPending(ENVELOPE_BYTES, msgId);
       this.pending.set(subject, p);
     }
     const entry = p;
@@ -126,8 +124,7 @@ export class Batcher {
     if (!p) return;
     this.pending.delete(subject);
     if (p.timer) clearTimeout(p.timer);
-    const body = `${HEAD}${p.ops.join(',')}${TAIL}`;
-    const data = Buffer.from(body);
+    const data = encodeBatch(p.ops);
     const msgId = p.ops.length === 1 && p.loneMsgId ? p.loneMsgId : randomUUID();
     const started = process.hrtime.bigint();
     this.busy.set(subject, (this.busy.get(subject) ?? 0) + 1);
@@ -159,8 +156,7 @@ export class Batcher {
   }
 
   private async publishLarge(subject: string, json: string, msgId: string | undefined): Promise<void> {
-    const packed = await deflate(Buffer.from(`${HEAD}${json}${TAIL}`));
-    const data = Buffer.concat([COMPRESSED_MARK, packed]);
+    const data = await encodeCompressed(json);
     if (data.length > this.opts.maxBytes) {
       throw new OpTooLargeError(`event of ${Buffer.byteLength(json)} bytes exceeds the queue's message limit even compressed`);
     }
@@ -179,14 +175,4 @@ export class Batcher {
       await Promise.allSettled([...this.inFlight]);
     }
   }
-}
-
-const deflate = promisify(deflateRaw);
-/** First byte of a compressed message; a JSON message starts with '{'. */
-const COMPRESSED_MARK = Buffer.from([0]);
-
-export function decodeBatch(data: Uint8Array): QueuedBatch {
-  const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  const text = buf[0] === 0 ? inflateRawSync(buf.subarray(1)).toString('utf8') : buf.toString('utf8');
-  return JSON.parse(text) as QueuedBatch;
 }

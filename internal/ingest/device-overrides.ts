@@ -3,18 +3,8 @@
 // parseUserAgent overrides; its mobile SDKs send them behind an HTTP library's user-agent).
 // Like every `__` key they are consumed, never kept as custom properties.
 import { z } from 'zod';
-import type { DeviceFields, DeviceOverrides } from '../model/event';
+import { DEVICE_OVERRIDE_KEYS, type DeviceOverrides } from '../model/event';
 
-/** The property key of each device field. */
-export const DEVICE_OVERRIDE_KEYS = {
-  __os: 'os',
-  __osVersion: 'os_version',
-  __browser: 'browser',
-  __browserVersion: 'browser_version',
-  __device: 'device',
-  __brand: 'brand',
-  __model: 'model',
-} as const satisfies Record<string, keyof DeviceFields>;
 export type DeviceOverrideKey = keyof typeof DEVICE_OVERRIDE_KEYS;
 export const DEVICE_OVERRIDE_KEY_LIST = Object.keys(DEVICE_OVERRIDE_KEYS) as DeviceOverrideKey[];
 

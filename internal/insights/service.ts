@@ -3,7 +3,7 @@
 // the decisions beyond it), through the read planner's source or the raw path.
 import { NotFoundError } from '../http/errors';
 import { DIMENSION_PREFIX, SCREEN_VIEW, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
-import { exactVisitorsMaxOf, type ConnectionSource, type Queryable, type ReadOptions } from '../query/db';
+import { exactVisitorsMaxOf, type ReadOptions } from '../query/db';
 import { compileAll, splitFilters, SqlParams, type SplitFilters } from '../query/filters';
 import type { PageParams, PeriodParams } from '../query/params';
 import { resolvePeriod, type Period } from '../query/period';
@@ -11,6 +11,7 @@ import { withRead } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
 import { breakdownSql, insightsRequest, rollupMetricsSql, rollupPagesSql, RAW_MEASURES, type PlanTarget, wholeHoursOf } from './rollups';
 import { planRead, type ReadSource } from '../query/planner';
+import type { ConnectionSource, Queryable } from '../query/source';
 import { scopedSessionsSql, type SessionScope } from './sessions';
 
 export const BREAKDOWN_DIMENSIONS = SESSION_DIMENSIONS;

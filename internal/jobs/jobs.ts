@@ -3,6 +3,7 @@
 import { Queue, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Bus } from '../bus/bus';
 import { shardOf } from '../bus/bus';
+import { encodeBatch } from '../bus/message';
 import type { QueuedSessionCheck } from '../model/event';
 import type { Logger } from '../obs/log';
 import type { SessionState } from '../sessionize/session';
@@ -163,7 +164,7 @@ export class JobRunner {
       receivedAt: new Date().toISOString(), sessionId: job.data.sessionId,
     };
     const { bus } = this.o;
-    await bus.publishJson(bus.subjectFor(op.projectId, shardOf(op.deviceId, bus.opts.shards)), { v: 1, ops: [op] }, op.id);
+    await bus.publish(bus.subjectFor(op.projectId, shardOf(op.deviceId, bus.opts.shards)), encodeBatch([JSON.stringify(op)]), op.id);
     return 'checked';
   }
 

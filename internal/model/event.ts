@@ -105,6 +105,20 @@ export interface DeviceFields {
 /** Device fields a client sent itself (`__os` ... `__model`); each replaces the user-agent's. */
 export type DeviceOverrides = Partial<DeviceFields>;
 
+/**
+ * The property key of each device field a client may send itself (read by
+ * internal/ingest/device-overrides.ts; named in the storable rules' problems).
+ */
+export const DEVICE_OVERRIDE_KEYS = {
+  __os: 'os',
+  __osVersion: 'os_version',
+  __browser: 'browser',
+  __browserVersion: 'browser_version',
+  __device: 'device',
+  __brand: 'brand',
+  __model: 'model',
+} as const satisfies Record<string, keyof DeviceFields>;
+
 /** Geography fields (from the IP). Empty string / null = unknown. */
 export interface GeoFields {
   country: string;

@@ -1,10 +1,10 @@
-// Admission control for expensive reads (issue 19): insights and export queries share the cores
+// Admission control for expensive reads: insights and export queries share the cores
 // with ingest, PostgreSQL, NATS and Redis, so how many of them run at once is bounded per client
 // (a bounded queue, then 429) and per process (heavy statements wait for a slot, those of the
 // requests that used least PostgreSQL time first; transaction control takes none). Pure logic
 // plus a pg wrapper; docs/operating.md, "Read admission", states the limits and their reasons.
 import type pg from 'pg';
-import type { ConnectionSource } from './db';
+import type { ConnectionSource } from './source';
 
 /** Gives back a slot; idempotent. */
 export type Release = () => void;

@@ -5,8 +5,8 @@ import { describe, it } from 'node:test';
 import type pg from 'pg';
 import { BadRequestError, ServiceUnavailableError } from '../http/errors';
 import { budgetOf, RequestBudget } from './budget';
-import { isDatabaseUnavailable, withTimeout } from './db';
-import { ClientGoneError, DatabaseUnavailableError, PoolExhaustedError, QueryTimeoutError, readError } from './errors';
+import { withTimeout } from './db';
+import { ClientGoneError, DatabaseUnavailableError, isDatabaseUnavailable, PoolExhaustedError, QueryTimeoutError, readError } from './errors';
 
 class FakeClient {
   released: (Error | boolean | undefined)[] = [];

@@ -10,7 +10,7 @@
 // statement of another request.
 import net from 'node:net';
 import type pg from 'pg';
-import type { ConnectionSource } from './db';
+import type { ConnectionSource } from './source';
 import { ClientGoneError, PoolExhaustedError, QueryTimeoutError } from './errors';
 
 export type BudgetEnd = 'deadline' | 'client_gone';

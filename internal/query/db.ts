@@ -1,24 +1,11 @@
-// Database access shared by the read side (insights, export): a minimal query surface and
-// a read-only transaction with a statement timeout, so no dashboard query can hold a
-// connection for long.
-import type pg from 'pg';
+// Database access shared by the read side (insights, export): a read-only transaction with a
+// statement timeout over the minimal query surface of ./source.ts, so no dashboard query can
+// hold a connection for long. What PostgreSQL's errors mean is ./errors.ts.
 import { exactVisitorsMaxFrom } from '../config/config';
 import { budgetOf } from './budget';
-import { QueryTimeoutError } from './errors';
+import { PG_QUERY_CANCELED, pgErrorCode, QueryTimeoutError } from './errors';
 import type { ReadPath } from './planner';
-
-/** What a pg Pool, PoolClient or Client offers for running one statement. */
-export interface Queryable {
-  query<R extends pg.QueryResultRow = pg.QueryResultRow>(
-    text: string,
-    values?: unknown[],
-  ): Promise<pg.QueryResult<R>>;
-}
-
-/** What a pg Pool offers: a dedicated connection for a transaction. */
-export interface ConnectionSource {
-  connect(): Promise<pg.PoolClient>;
-}
+import type { ConnectionSource, Queryable } from './source';
 
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 5000;
 
@@ -46,32 +33,6 @@ let envExactVisitorsMax: number | undefined;
 /** `options.exactVisitorsMax`, or TIDEMARK_EXACT_VISITORS_MAX (read once). */
 export function exactVisitorsMaxOf(options: ReadOptions): number {
   return options.exactVisitorsMax ?? (envExactVisitorsMax ??= exactVisitorsMaxFrom(process.env));
-}
-
-/** PostgreSQL SQLSTATE codes the read side maps to HTTP errors. */
-export const PG_QUERY_CANCELED = '57014';
-export const PG_INVALID_REGULAR_EXPRESSION = '2201B';
-
-/** The SQLSTATE of a pg error, or undefined for anything else. */
-export function pgErrorCode(err: unknown): string | undefined {
-  if (typeof err === 'object' && err !== null && 'code' in err) {
-    const code = (err as { code: unknown }).code;
-    return typeof code === 'string' ? code : undefined;
-  }
-  return undefined;
-}
-
-/** SQLSTATE classes and codes of a database that cannot serve now (not of a bad request). */
-const UNAVAILABLE_CODES = new Set(['57P01', '57P02', '57P03', '53300', '53400']); // shutdown, crash, starting, too many connections
-const UNAVAILABLE_SYSCALL = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
-// node-postgres' own words for a lost connection or a pool that gave none in time.
-const UNAVAILABLE_MESSAGE = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed|Cannot use a pool after calling end)/;
-
-/** Whether `err` says PostgreSQL is unreachable, restarting or out of connections. */
-export function isDatabaseUnavailable(err: unknown): boolean {
-  const code = pgErrorCode(err);
-  if (code && (code.startsWith('08') || UNAVAILABLE_CODES.has(code) || UNAVAILABLE_SYSCALL.has(code))) return true;
-  return err instanceof Error && UNAVAILABLE_MESSAGE.test(err.message);
 }
 
 /**

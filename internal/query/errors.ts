@@ -1,8 +1,34 @@
 // Read-side failure classes. They extend the HTTP error types so the one mapper in
 // internal/http turns them into responses without knowing about queries; readError() is
-// the one place where what PostgreSQL (or the pool) threw becomes one of them.
+// the one place where what PostgreSQL (or the pool) threw becomes one of them, by the
+// SQLSTATE classification below.
 import { BadRequestError, HttpError, ServiceUnavailableError } from '../http/errors';
-import { isDatabaseUnavailable, pgErrorCode } from './db';
+
+/** PostgreSQL SQLSTATE codes the read side maps to HTTP errors. */
+export const PG_QUERY_CANCELED = '57014';
+export const PG_INVALID_REGULAR_EXPRESSION = '2201B';
+
+/** The SQLSTATE of a pg error, or undefined for anything else. */
+export function pgErrorCode(err: unknown): string | undefined {
+  if (typeof err === 'object' && err !== null && 'code' in err) {
+    const code = (err as { code: unknown }).code;
+    return typeof code === 'string' ? code : undefined;
+  }
+  return undefined;
+}
+
+/** SQLSTATE classes and codes of a database that cannot serve now (not of a bad request). */
+const UNAVAILABLE_CODES = new Set(['57P01', '57P02', '57P03', '53300', '53400']); // shutdown, crash, starting, too many connections
+const UNAVAILABLE_SYSCALL = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
+// node-postgres' own words for a lost connection or a pool that gave none in time.
+const UNAVAILABLE_MESSAGE = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed|Cannot use a pool after calling end)/;
+
+/** Whether `err` says PostgreSQL is unreachable, restarting or out of connections. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const code = pgErrorCode(err);
+  if (code && (code.startsWith('08') || UNAVAILABLE_CODES.has(code) || UNAVAILABLE_SYSCALL.has(code))) return true;
+  return err instanceof Error && UNAVAILABLE_MESSAGE.test(err.message);
+}
 
 /**
  * A read ran past its time (PostgreSQL 57014): 503. `budget`: the request's whole budget

@@ -1,10 +1,12 @@
 // Read-side helpers that insights and export share: a read's frame (withRead), the project's timezone, regexes.
 import type pg from 'pg';
 import { BadRequestError, NotFoundError } from '../http/errors';
-import { DEFAULT_STATEMENT_TIMEOUT_MS, PG_INVALID_REGULAR_EXPRESSION, pgErrorCode, withTimeout, type ConnectionSource, type Queryable, type ReadOptions } from './db';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, withTimeout, type ReadOptions } from './db';
+import { PG_INVALID_REGULAR_EXPRESSION, pgErrorCode } from './errors';
 import { regexValues } from './filters';
 import type { Filter } from './params';
 import { isValidTimeZone } from './period';
+import type { ConnectionSource, Queryable } from './source';
 
 /** The project's IANA timezone; one Intl does not know is treated as UTC (as insights does). */
 export async function projectTimezone(db: Queryable, projectId: string): Promise<string> {

@@ -1,4 +1,4 @@
-// The read planner: which pre-aggregated source answers a dashboard read (issue #15), decided
+// The read planner: which pre-aggregated source answers a dashboard read, decided
 // here and only here by ONE rule over the read catalogue below (data: one entry per source, as
 // the write side's internal/store/rollup-catalogue.ts lists what is kept): the first entry,
 // smallest first, whose keys, measures, grain and needs answer the request (mismatch()); none,

@@ -22,7 +22,7 @@ export interface ProcessDeps {
   nowMs: () => number;
   /**
    * The worker's isolating retry (shard-runner commitIsolating): why PostgreSQL cannot store
-   * this enriched event (internal/ingest/storable.ts), or null. Such an event is set aside
+   * this enriched event (internal/bus/storable.ts), or null. Such an event is set aside
    * alone (op_failures) before it is sessionized; the rest of its message is stored.
    */
   unstorable?: (rec: EventRecord) => string | null;

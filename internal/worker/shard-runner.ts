@@ -3,9 +3,9 @@
 // nothing is acked before its effects are committed.
 import { LRUCache } from 'lru-cache';
 import type { Bus, BusMessage } from '../bus/bus';
+import { decodeBatch } from '../bus/message';
+import { eventRecordProblem } from '../bus/storable';
 import type { Enricher } from '../enrich';
-import { decodeBatch } from '../ingest/batcher';
-import { eventRecordProblem } from '../ingest/storable';
 import type { EventRecord, QueuedOp } from '../model/event';
 import type { Logger } from '../obs/log';
 import type { Metrics } from '../obs/metrics';

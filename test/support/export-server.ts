@@ -4,7 +4,7 @@
 // Plus helpers to write events/profiles straight into the tables of a TestEnv database.
 import { randomUUID } from 'node:crypto';
 import { Authenticator } from '../../internal/auth/auth';
-import { readRoutes, type ReadDeps } from '../../internal/app/read-routes';
+import { readRoutes } from '../../internal/app/read-routes';
 import type { EventRecord } from '../../internal/model/event';
 import { exportRoutes, type ExportRouteOptions } from '../../internal/export/routes';
 import { Router } from '../../internal/http/router';
@@ -12,6 +12,7 @@ import { HttpServer } from '../../internal/http/server';
 import { createLogger } from '../../internal/obs/log';
 import { createMetrics } from '../../internal/obs/metrics';
 import { Gate } from '../../internal/ratelimit/gate';
+import type { ReadDeps } from '../../internal/read/guard';
 import { connectRedis, redisKeys } from '../../internal/redis/redis';
 import { createPool, type Pool } from '../../internal/store/db';
 import { PartitionKeeper } from '../../internal/store/writes';

@@ -1,7 +1,8 @@
 // What PostgreSQL can store and index, as one set of pure rules: the API refuses (400) an
 // operation that breaks one, so that a 202 is never followed by a lost event, and the
 // worker can ask the same question of a queued op or of an enriched record to set aside
-// only the one that fails (never its neighbours).
+// only the one that fails (never its neighbours). With the message's format (./message.ts)
+// this is the contract between the two roles.
 //
 // The limits come from PostgreSQL's rules:
 // - A B-tree entry must fit in a third of an 8 KB page: 2704 bytes (btree version 4).
@@ -18,8 +19,7 @@
 //   1000 characters (with its exponent of at most 3 digits: under 2000 digits), so sums and
 //   increments never overflow.
 import { parsePageUrl } from '../enrich/url';
-import type { DeviceOverrides, EventRecord, QueuedOp } from '../model/event';
-import { DEVICE_OVERRIDE_KEYS } from './device-overrides';
+import { DEVICE_OVERRIDE_KEYS, type DeviceOverrides, type EventRecord, type QueuedOp } from '../model/event';
 
 export const NAME_MAX_BYTES = 512;
 export const KEY_TEXT_MAX_BYTES = 1024;
