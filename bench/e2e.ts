@@ -1,4 +1,4 @@
-// End-to-end capacity and producer latency (issue 16): Tidemark as a user runs it, `npm start`
+// End-to-end capacity and producer latency: Tidemark as a user runs it, `npm start`
 // (API + workers in one process; the worker role in a thread of its own) on this machine with
 // PostgreSQL, NATS and Redis, against a bare uWebSockets.js server in the same run.
 //

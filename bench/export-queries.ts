@@ -1,8 +1,8 @@
 // Export query benchmark: Tidemark's API in-process (API role only) against bench databases
 // made by bench/generate.ts, read clients, sequential requests per endpoint after a warm-up:
 // p50/p95 of /export/events pages (page 1, which counts meta.totalCount, and deep pages by
-// cursor) and of 30-day /export/charts, per database, the 10M/1M ratio and the aims of issue
-// #5 (page p95 < 50 ms at any depth; 30-day chart with one breakdown p95 < 200 ms). Writes the
+// cursor) and of 30-day /export/charts, per database, the 10M/1M ratio and the aims
+// (page p95 < 50 ms at any depth; 30-day chart with one breakdown p95 < 200 ms). Writes the
 // "## Export queries" section of bench/RESULTS.md.
 //
 //   npx tsx bench/export-queries.ts --db postgres://postgres@127.0.0.1:5432/bench_1m \

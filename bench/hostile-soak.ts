@@ -1,5 +1,5 @@
-// Hostile soak (issue 19): normal traffic (steady ingest from many devices, dashboard reads)
-// with the issue's reproductions mixed in at random, against API + worker child processes.
+// Hostile soak: normal traffic (steady ingest from many devices, dashboard reads) with the
+// hostile actions listed below mixed in at random, against API + worker child processes.
 // The first fifth of the run is normal traffic only: the baseline of the same run, against
 // which the hostile part's latencies are compared (the machine is shared: ratios, not
 // absolutes). At the end:

@@ -1,4 +1,4 @@
-// The API's JetStream publish path, alone (a diagnostic for issue 16): CPU per publish and
+// The API's JetStream publish path, alone (a diagnostic of the ingest's CPU): CPU per publish and
 // publishes per second of the client library's `jetstream(nc).publish()` against Tidemark's
 // AckedPublisher (internal/bus/acked-publish.ts), in one process, same server, same run,
 // rounds alternating; one publish at a time, and 16 in flight (as 16 shard subjects under
@@ -69,6 +69,7 @@ try {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const m = machineInfo();
 const L: string[] = [];
+L.push('## JetStream publish path', '');
 L.push(`Command: \`npx tsx bench/jetstream-publish.ts --count ${COUNT} --rounds ${ROUNDS}\``, '');
 L.push(`Machine: ${m.nproc} CPUs, ${m.cpu}, Node ${m.node}. Load average (1/5/15 min) before: ${m.load}. Date: ${m.date}. NATS on the same machine. A diagnostic of the API's publish path alone, not a headline: ${COUNT} publishes per row, one process, the two clients alternating.`, '');
 L.push('| client | in flight | publishes/s (median) | CPU µs per publish (median) | rounds (µs) |', '|---|---:|---:|---:|---|');

@@ -1,4 +1,4 @@
-// Late-write cost (issue 15): what a write into a past hour costs PostgreSQL, as a user runs
+// Late-write cost: what a write into a past hour costs PostgreSQL, as a user runs
 // the service (`npm start`: API + worker thread + the periodic rollup refresh).
 //
 //   1. A past UTC hour (two days ago, 10:00) holding M events is put in the database the
@@ -12,7 +12,7 @@
 //      (what every session does 30 minutes after its last event); then until every event
 //      and session_end is stored and the hour's log entry is gone (the rollups caught up).
 //   Reported: PostgreSQL CPU seconds of step 3 less step 2's, per late event, and how many
-//   refresh rounds recomputed the hour. The issue's aim: at most 2 s for 30 late events
+//   refresh rounds recomputed the hour. The aim: at most 2 s for 30 late events
 //   into a 40,000-event hour, and no growth from a 40k- to a 400k-event hour.
 //
 // Each size runs once per ROLLUP_REFRESH_QUIET_MS in --quiet (30000: the service's default;
@@ -165,7 +165,7 @@ const md = [
   '',
   `Machine: ${machine.nproc} CPUs, ${machine.cpu}, Node ${machine.node}; PostgreSQL, Redis and NATS on the same machine. Load average before: ${machine.load}; after: ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}. Date: ${machine.date}.`,
   '',
-  `\`npm start\` (16 shards, the periodic rollup refresh every 10 s). A past UTC hour holding M events (sessions of 5 views), rolled up; then ${LATE} late events into it through POST /track, one a second, each a new session ended by the service about a minute later (\`SESSION_TIMEOUT_MINUTES=1\`: its session_end lands in the same past hour), until all events and session_ends are stored and the hour's log entry is refreshed away (rounds: the times the hour's entry was refreshed away, seen by polling; since sql/025 a past hour takes deltas, whatever \`ROLLUP_REFRESH_QUIET_MS\`). PostgreSQL CPU: the benchmark database's backends over that window, less the same backends' idle CPU over an idle window (scaled to its length). The aim (issue 15): at most 2 s for 30 late events into a 40,000-event hour, not growing with M.`,
+  `\`npm start\` (16 shards, the periodic rollup refresh every 10 s). A past UTC hour holding M events (sessions of 5 views), rolled up; then ${LATE} late events into it through POST /track, one a second, each a new session ended by the service about a minute later (\`SESSION_TIMEOUT_MINUTES=1\`: its session_end lands in the same past hour), until all events and session_ends are stored and the hour's log entry is refreshed away (rounds: the times the hour's entry was refreshed away, seen by polling; since sql/025 a past hour takes deltas, whatever \`ROLLUP_REFRESH_QUIET_MS\`). PostgreSQL CPU: the benchmark database's backends over that window, less the same backends' idle CPU over an idle window (scaled to its length). The aim: at most 2 s for 30 late events into a 40,000-event hour, not growing with M.`,
   '',
   '| events in the hour | ROLLUP_REFRESH_QUIET_MS | late events | refresh rounds | window s | PostgreSQL CPU s | of which idle s | late-write cost s | per late event ms | stored (events with their session_end) |',
   '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',

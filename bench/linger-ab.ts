@@ -1,4 +1,4 @@
-// WORKER_LINGER_MS A/B (issue 16): `npm start` (API + worker thread, the default shard count) started with
+// WORKER_LINGER_MS A/B: `npm start` (API + worker thread, the default shard count) started with
 // each linger in turn, alternating, in one run on this machine. Per round:
 //   - sequential /track from one connection (producer latency p50/p99);
 //   - an open loop at a fixed rate (p50/p99 from the scheduled send time), then how long

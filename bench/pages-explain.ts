@@ -1,4 +1,4 @@
-// Pages read diagnostic (issue #15, "Pages at 10M" note in bench/RESULTS.md): the SQL the
+// Pages read diagnostic (the "Pages at 10M" note in bench/RESULTS.md): the SQL the
 // rolled-up pages read runs (rollupPagesSql) for range 7d and 30d of the bench's main project,
 // with the bench's live tail logged as bench/queries.ts logs it (the last two hours of data);
 // prints EXPLAIN (ANALYZE, BUFFERS) and/or times the statement in-process (jit off, as the

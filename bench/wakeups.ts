@@ -1,4 +1,4 @@
-// Where `npm start`'s CPU goes at a fixed open-loop rate (issue 16 diagnostic; bench/RESULTS.md
+// Where `npm start`'s CPU goes at a fixed open-loop rate (a diagnostic; bench/RESULTS.md
 // "End to end: notes", 2026-11-28): CPU and context switches per event of the Tidemark process,
 // the benchmark database's PostgreSQL backends, NATS and Redis (from /proc), the machine's busy
 // cores, the time until every 202 is readable, and a bare uWS server's CPU and switches per

@@ -1,4 +1,4 @@
-// The worker's write path alone (issue 16, "a lean write path"): S shards commit batches of
+// The worker's write path alone (docs/operating.md, "Writes"): S shards commit batches of
 // B screen views from D devices through processOps + commitShardBatch, concurrently, into a
 // scratch database, for a fixed number of events. Reports events/s and the CPU time the
 // PostgreSQL backends of this run spent per event (from /proc/<backend pid>/stat, so other

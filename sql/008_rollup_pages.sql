@@ -1,5 +1,5 @@
--- Hourly rollup of the pages answer (internal/insights/pages.ts), kept by the service on
--- BOTH engines (a continuous aggregate cannot join events to sessions): one row per
+-- Hourly rollup of the pages answer (internal/insights/rollups.ts, rollupPagesSql), kept by
+-- the service on BOTH engines (a continuous aggregate cannot join events to sessions): one row per
 -- (project, UTC hour of the SESSION's start, origin, path) with the additive parts of a
 -- pages row over the non-bot sessions that started in that hour:
 --   sessions     distinct sessions that viewed the page (a session has one start hour, so

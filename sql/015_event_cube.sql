@@ -1,7 +1,8 @@
 -- A cube of events over the low-cardinality columns, for /export/charts and the /export/events
 -- totalCount when they are FILTERED (e.g. events per country where device = mobile), which the
 -- per-column event rollups of sql/009 and sql/014 cannot answer: each of those keeps one
--- column per row. (internal/export/cube.ts reads it.)
+-- column per row. (The read planner's catalogue, internal/query/planner.ts, names it;
+-- internal/export/rollups.ts reads it.)
 --
 -- event_cube_hourly: per (project, UTC hour of created_at, event name, bot flag and the
 --   combination of referrer_name, referrer_type, utm_source, utm_medium, country, device,

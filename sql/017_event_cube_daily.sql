@@ -2,7 +2,8 @@
 -- export reads that name three or more cube columns (e.g. events by os where country = DE and
 -- device = mobile): no pair of sql/015 holds them, so they read every hour's
 -- event_cube_hourly rows, ~720 index probes and all their rows for a 30-day chart.
--- (internal/export/cube.ts reads it.)
+-- (The read planner's catalogue, internal/query/planner.ts, names it; internal/export/rollups.ts
+-- reads it.)
 --
 -- event_cube_daily: per local day of the project's timezone (`bucket` = its first instant,
 --   only days that start and end on whole UTC hours, as sql/015's pair rows), event name, bot

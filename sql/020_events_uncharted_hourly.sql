@@ -1,6 +1,6 @@
 -- The events that the per-column event rollups leave out, so that the /export/events
 -- totalCount of a page filtered on ONE rolled-up column can be summed from rollups
--- (internal/export/column.ts columnTotalCountSql) instead of counting raw rows.
+-- (internal/export/rollups.ts: layerRows, totalCountSql) instead of counting raw rows.
 --
 -- events_<column>_hourly (sql/009) and the event_counts_daily rows of a column (sql/014) hold
 -- the events charts count: no bots, no session_start / session_end. The export lists every

@@ -68,7 +68,7 @@ test('R3 stream: leader SIGKILLed and its store lost under load, replaced 10 s l
     await leader.start();
     const replacedAt = load.msSinceStart();
     // How fast the replacement catches up is NATS's business (usually < 0.5 s here); in one CI
-    // run in five or so it was not current within 60 s. What this issue promises is checked
+    // run in five or so it was not current within 60 s. What the service promises is checked
     // either way below: no acknowledged event lost or stored twice, the stream still R3.
     let healedAt = Infinity;
     try {

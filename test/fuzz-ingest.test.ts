@@ -363,11 +363,11 @@ test('random headers, bogus credentials, odd x-client-ip and user-agent values',
   await assertHealthy();
 });
 
-// A product bug (see the report): JSON nested deeper than V8's JSON.stringify recursion limit
-// (about 4,500 levels, well inside 1 MiB) passes validation, then Batcher.add's
-// JSON.stringify throws RangeError, which internal/ingest/handler.ts turns into
+// A product bug this suite found (fixed): JSON nested deeper than V8's JSON.stringify recursion
+// limit (about 4,500 levels, well inside 1 MiB) passed validation, then Batcher.add's
+// JSON.stringify threw RangeError, which internal/ingest/handler.ts turned into
 // `503 event could not be stored; retry with backoff`: a client error reported as an outage,
-// which well-behaved SDKs retry forever. Remove `todo` once deep bodies are a 400.
+// which well-behaved SDKs retry forever. Deep bodies are now a 400 (handler.ts, MAX_DEPTH).
 test('JSON nested deeper than the serializer can handle is a 4xx, not a 503', async () => {
   for (const depth of [5_000, 50_000, 400_000]) {
     for (const path of PATHS) {

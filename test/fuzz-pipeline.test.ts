@@ -1,8 +1,8 @@
 // Bad input that ingest ACCEPTS must also get through the pipeline: every 202 becomes a
 // stored row and nothing a client sends can stop a worker shard. Property-based against one
 // running app (API + worker): random unicode, odd numbers, big and nested properties on all
-// six operations, then a sentinel on every shard. A lone UTF-16 surrogate (accepted by the API,
-// refused by PostgreSQL's jsonb) is the `todo` test at the end (see the report).
+// six operations, then a sentinel on every shard. A lone UTF-16 surrogate (valid JSON, refused
+// by PostgreSQL's jsonb) has its own test at the end.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
@@ -103,10 +103,12 @@ test('random accepted operations all reach the database; no message is dead-lett
   assert.deepEqual(deadLetters, [], 'no message was dead-lettered');
 });
 
-// A product bug (see the report): `"\ud800"` (a lone surrogate escape) is valid JSON, so the API
-// answers 202, but PostgreSQL's jsonb refuses it (22P02). The worker retries, isolates the
-// message and tries to dead-letter it into op_failures — whose payload is jsonb too, so that
-// fails the same way and the shard retries forever: every later event on the shard is stuck.
+// A product bug this suite found (fixed): `"\ud800"` (a lone surrogate escape) is valid JSON, so
+// the API answered 202, but PostgreSQL's jsonb refuses it (22P02). The worker retried, isolated
+// the message and tried to dead-letter it into op_failures — whose payload is jsonb too, so that
+// failed the same way and the shard retried forever: every later event on the shard was stuck.
+// The API now refuses lone surrogates (internal/bus/storable.ts); either answer (202 stored
+// or 400) passes, as long as the shard moves on.
 test('a lone surrogate in properties or groups never blocks a shard', async () => {
   const clientIp = '10.77.0.1';
   const before = marker();

@@ -1,4 +1,4 @@
-// HTTP/1.0 (issue 19 #9): the bundled uWebSockets.js (20.30) parses only HTTP/1.1 request
+// HTTP/1.0: the bundled uWebSockets.js (20.30) parses only HTTP/1.1 request
 // lines. An HTTP/1.0 request (nginx's default upstream protocol) never reaches a handler: no
 // byte is answered and uWS closes the connection at its idle timeout (about 10 s). No hook in
 // the JS API sees the bytes before that, so the service cannot answer it; docs/operating.md

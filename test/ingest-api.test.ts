@@ -324,6 +324,11 @@ describe('400 Bad Request on ingest', () => {
     ['bad /event timestamp', '/event', json({ name: 'x', timestamp: 'not a date' }), ['timestamp']],
     ['/event timestamp on a day that does not exist', '/event', json({ name: 'x', timestamp: '2023-04-31' }), ['timestamp']],
     ['numeric /event timestamp', '/event', json({ name: 'x', timestamp: 1700000000000 }), ['timestamp']],
+    // Before the accepted range (INGEST_MAX_PAST_DAYS, docs/decisions.md "Ingest").
+    ['__timestamp in 1800', '/track', json(track('x', { __timestamp: '1800-01-01T00:00:00Z' })), ['payload', 'properties', '__timestamp']],
+    ['__timestamp eleven years ago', '/track', json(track('x', { __timestamp: new Date(Date.now() - 11 * 366 * 86_400_000).toISOString() })), ['payload', 'properties', '__timestamp']],
+    ['/event timestamp in 1600', '/event', json({ name: 'x', timestamp: '1600-01-01' }), ['timestamp']],
+    ['/event __timestamp in 1000', '/event', json({ name: 'x', properties: { __timestamp: '1000-01-01T00:00:00Z' } }), ['properties', '__timestamp']],
     ['groups not an array', '/track', json({ type: 'track', payload: { name: 'x', groups: 'g1' } }), ['payload', 'groups']],
     ['groups with a number', '/track', json({ type: 'track', payload: { name: 'x', groups: ['g1', 2] } }), ['payload', 'groups', '1']],
     ['properties not an object', '/track', json({ type: 'track', payload: { name: 'x', properties: [1] } }), ['payload', 'properties']],

@@ -1,4 +1,4 @@
-// Idempotent retries (issue 19, item 5). With NATS stopped (SIGSTOP) a publish times out and
+// Idempotent retries. With NATS stopped (SIGSTOP) a publish times out and
 // the API answers 503, yet NATS stores the message once it runs again: a client that retries
 // as told must not count the event twice. Each request carries an idempotency key (the
 // `Idempotency-Key` header, or the `__idempotencyKey` property for SDKs that cannot set a

@@ -1,6 +1,6 @@
-// Issue 6 "done": /metrics scraped before, during and after an ingest shows every series the
-// issue names present and moving; readiness flips during a drain; logs are JSON lines with
-// request ids and no secrets.
+// Observability: /metrics scraped before, during and after an ingest shows the service's
+// series (internal/obs/metrics.ts: requests, consumer lag, pools, Redis, shards) present and
+// moving; readiness flips during a drain; logs are JSON lines with request ids and no secrets.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -148,7 +148,7 @@ async function pool<T>(n: number, width: number, fn: (i: number) => Promise<T>):
   return out;
 }
 
-test('/metrics: every series of issue 6 is present and moves during an ingest', { timeout: 180_000 }, async () => {
+test('/metrics: every documented series is present and moves during an ingest', { timeout: 180_000 }, async () => {
   const SHARDS = 4;
   const N = 300;
   const env = await new TestEnv('obs').setup();

@@ -87,10 +87,10 @@ test('a target that is not a number, or a non-object on the path, is a recorded 
 });
 
 // Ops that PostgreSQL refuses as data, whatever the API checked: what they meet is stored
-// state. A review filled a profile near jsonb's limit (268,435,455 bytes of elements) with 43
-// identify requests of 1 MB, each 202; the next identify was refused (54000) and took the 60
-// events of its queue message with it. Building such a profile takes PostgreSQL ~15 s, so the
-// refusal here is a cheaper one of the same kind (a data error on stored state): a stored
+// state. A profile filled near jsonb's limit (268,435,455 bytes of elements) by 43 identify
+// requests of 1 MB, each 202, gets the next identify refused (54000); when that was seen, the
+// refusal took the 60 events of its queue message with it. Building such a profile takes
+// PostgreSQL ~15 s, so the refusal here is a cheaper one of the same kind (a data error on stored state): a stored
 // numeric string longer than numeric holds (22003) met by an increment.
 const HUGE_NUMBER = `jsonb_build_object('score', repeat('9', 140000))`;
 

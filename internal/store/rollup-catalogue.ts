@@ -19,8 +19,8 @@
 //   bookkeeping  not summed: a *_days list, or event_properties_raw_hours (a union, see
 //           applyDeltas).
 // A kept table that is in no entry makes its refresh function non-additive: its delta hours
-// are recomputed instead. rollup-catalogue.test.ts checks that every kept table of a migrated
-// database is here.
+// are recomputed instead. test/rollup-deltas.test.ts checks that every kept table of a migrated
+// database is here; rollup-catalogue.test.ts checks the entries' own rules.
 
 export interface RollupEntry {
   relation: string;

@@ -1,7 +1,8 @@
 // A TCP proxy in front of the NATS server that can lose a client's JetStream pull requests
 // (PUB/HPUB to $JS.API.CONSUMER.MSG.NEXT.*): the server then holds no pull request while the
 // client's library believes one is waiting, the state in which a consumer stalls silently
-// (nats-server issues #6290 and nats.go #1622 show servers in it on their own). Everything
+// (https://github.com/nats-io/nats-server/issues/6290 and
+// https://github.com/nats-io/nats.go/issues/1622 show servers in it on their own). Everything
 // else passes through unchanged in both directions.
 import net from 'node:net';
 
