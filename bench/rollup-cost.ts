@@ -1,0 +1,542 @@
+// What an event costs PostgreSQL all in, rollups included, against a bare insert of the same
+// events, in one run:
+//
+//   1. A fresh `npm start` (cmd/all, defaults: TIDEMARK_SHARDS, ROLLUP_REFRESH_QUIET_MS unset),
+//      on a new database migrated as a new user's would be (the hll extension created when the
+//      server has it, unless --no-hll), a new project and write client.
+//   2. Realistic traffic through POST /track: 300 pages (Zipf-like), ten real browser
+//      user-agents, public IPs of many countries, search / social / other referrers, UTM tags
+//      on 15% of visits, 1-6 views a visit (35% one), some custom events; a visit's events sent
+//      in order, `--connections` visits at a time. Event times (`__timestamp`): over the three
+//      UTC hours before the current one (default), or the current hour (--live, below).
+//   3. PostgreSQL's CPU from the first request until it is quiet again: every event stored, the
+//      rollup refresh with nothing pending (no rollup_invalidations entry for an hour the events
+//      touched, no rollup_delta_sessions/rollup_delta_events rows), and its CPU rate back at the
+//      idle rate (measured before, same polling, `--idle-s`) for `--quiet-s`; the idle rate
+//      times the span is subtracted.
+//   4. The bare insert: the same events (the rows Tidemark stored for them, every column, as
+//      text) inserted into a table with the events table's columns and primary key and nothing
+//      else, 500 rows a statement, one connection, after `npm start` was stopped; its CPU the
+//      same way (its own idle rate measured first).
+//
+// PostgreSQL CPU: every process of the server on 127.0.0.1:5432 — the postmaster's own and
+// reaped children's times (utime+stime+cutime+cstime: backends that exited are in cutime) plus
+// utime+stime of each live child (/proc/<pid>/stat, ppid = postmaster), so backends that came
+// and went are counted and other clusters on the machine are not. On a shared machine other
+// users of the same server are in it too; the "own backends" column (this database's backends
+// from pg_stat_activity, sampled every 500 ms: no WAL writer, checkpointer, or backends of
+// other databases) is the less noisy floor of it.
+//
+// Sessions end 30 minutes after their last event (SESSION_TIMEOUT_MINUTES), after the run:
+// their session_end rows and the rollup work they cause are not counted unless
+// --session-timeout-min N (e.g. 1), which sets it and also waits for every session to end.
+//
+// --live: a live hour that closes. Sending starts `--live-lead-s` (default 120) before the
+// current UTC hour ends (the run waits for that moment, up to an hour), with event times in
+// that hour up to the moment of sending; counting goes on until the hour has closed and its
+// recompute (a rebuild: the current hour's writes are not logged as deltas) is done. This
+// waits for the real close rather than faking it: sending into the previous hour with a small
+// ROLLUP_REFRESH_QUIET_MS would take the past-hour delta path (sql/025: writes into an hour
+// before the current one are logged as deltas), which is the default mode, not a live hour.
+//
+// --no-hll: the service's database role is not a superuser, so the migrations cannot create
+// hll (an untrusted extension) and keep exact visitor counts — how the service decides
+// (sql/008 tm_setup_visitors_rollup: hll when the extension can be created); there is no
+// setting for it, only the extension's presence in the database.
+//
+//   npx tsx bench/rollup-cost.ts [--events 10000] [--no-hll] [--live] [--session-timeout-min 1]
+//                                [--connections 16] [--idle-s 20] [--quiet-s 5] [--record]
+// Prints the markdown section and a JSON line (BENCH_RESULT ...); writes the "Rollup cost"
+// section (or "Rollup cost: live hour") of bench/RESULTS.md only with --record.
+import { readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { TestEnv, spawnApp, PG_BASE, post, sleep, uniqueName, type Credentials } from '../test/support/harness';
+import { stopChild } from '../test/support/private-services';
+import { TICK_US } from './e2e';
+import { percentile, sequential } from './openloop';
+import { machineInfo, writeSection, type Machine } from './run';
+
+const { values: a } = parseArgs({
+  options: {
+    events: { type: 'string', default: '10000' },
+    'no-hll': { type: 'boolean', default: false },
+    live: { type: 'boolean', default: false },
+    'live-lead-s': { type: 'string', default: '120' },
+    'session-timeout-min': { type: 'string' },
+    connections: { type: 'string', default: '16' },
+    'idle-s': { type: 'string', default: '20' },
+    'quiet-s': { type: 'string', default: '5' },
+    'max-wait-s': { type: 'string', default: '900' },
+    'batch': { type: 'string', default: '500' },
+    seed: { type: 'string', default: '1' },
+    record: { type: 'boolean', default: false },
+  },
+});
+const O = {
+  events: Number(a.events), hll: !a['no-hll'], live: a.live === true, liveLeadS: Number(a['live-lead-s']),
+  sessionTimeoutMin: a['session-timeout-min'] ? Number(a['session-timeout-min']) : null, connections: Number(a.connections),
+  idleS: Number(a['idle-s']), quietS: Number(a['quiet-s']), maxWaitS: Number(a['max-wait-s']), batch: Number(a.batch), seed: Number(a.seed),
+};
+const log = (m: string) => console.error(`[rollup-cost ${new Date().toISOString().slice(11, 19)}] ${m}`);
+const HOUR = 3_600_000;
+
+// ---- PostgreSQL CPU ----
+
+function statOf(pid: number | string): { ppid: number; self: number; children: number } | null {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return { ppid: Number(f[1]), self: Number(f[11]) + Number(f[12]), children: Number(f[13]) + Number(f[14]) };
+  } catch {
+    return null; // gone
+  }
+}
+
+/** Seconds of CPU of the whole server: the postmaster, its reaped children and its live children. */
+function serverCpuS(postmaster: number): number {
+  const pm = statOf(postmaster);
+  if (!pm) throw new Error(`postmaster ${postmaster} is gone`);
+  let ticks = pm.self + pm.children;
+  for (const e of readdirSync('/proc')) {
+    if (e.charCodeAt(0) > 57) continue; // not a pid
+    const s = statOf(e);
+    if (s && s.ppid === postmaster) ticks += s.self;
+  }
+  return (ticks * TICK_US) / 1e6;
+}
+
+/** CPU of this database's backends: the ones seen alive at each sample (born after the start: counted whole). */
+class OwnBackends {
+  private first = new Map<number, number>();
+  private last = new Map<number, number>();
+  constructor(private readonly db: pg.Pool | TestEnv['db'], private readonly dbName: string) {}
+  async sample(): Promise<void> {
+    const r = await this.db.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [this.dbName]);
+    for (const { pid } of r.rows) {
+      const s = statOf(pid);
+      if (s) this.last.set(pid, s.self);
+    }
+  }
+  async start(): Promise<void> {
+    await this.sample();
+    this.first = new Map(this.last);
+  }
+  cpuS(): number {
+    let t = 0;
+    for (const [pid, v] of this.last) t += v - (this.first.get(pid) ?? 0);
+    return (t * TICK_US) / 1e6;
+  }
+}
+
+interface Sample { t: number; cpu: number; own: number }
+
+/**
+ * Samples every 500 ms (server CPU, own backends, and `poll`, which the idle window runs too)
+ * until `done(state)` holds and the CPU rate over the last quietS seconds is at most the idle
+ * rate plus a margin. Returns the span from `t0` to the start of that quiet stretch.
+ */
+async function untilQuiet<P>(o: {
+  postmaster: number; own: OwnBackends; t0: Sample; idleRate: number | null; seconds?: number;
+  poll: () => Promise<P>; done: (p: P) => boolean; maxWaitS: number; label: string;
+}): Promise<{ end: Sample; last: P; timedOut: boolean }> {
+  const samples: Sample[] = [o.t0];
+  let last = await o.poll();
+  let lastLog = 0;
+  let doneSince: Sample | null = null;
+  for (;;) {
+    await sleep(500);
+    last = await o.poll();
+    await o.own.sample();
+    const s: Sample = { t: performance.now(), cpu: serverCpuS(o.postmaster), own: o.own.cpuS() };
+    samples.push(s);
+    const elapsed = (s.t - o.t0.t) / 1000;
+    if (o.seconds !== undefined) {
+      if (elapsed >= o.seconds) return { end: s, last, timedOut: false };
+      continue;
+    }
+    // The window: from the latest sample at least quietS seconds back.
+    let from = samples[0]!;
+    for (const x of samples) if (x.t <= s.t - O.quietS * 1000) from = x;
+    const full = s.t - from.t >= O.quietS * 1000;
+    const rate = (s.cpu - from.cpu) / Math.max(1e-3, (s.t - from.t) / 1000);
+    const quiet = full && rate <= o.idleRate! * 1.5 + 0.02;
+    if (elapsed - lastLog >= 10) {
+      lastLog = elapsed;
+      log(`  ${o.label}: ${elapsed.toFixed(0)} s, PostgreSQL ${(rate * 100).toFixed(0)}% of a core over the last ${((s.t - from.t) / 1000).toFixed(1)} s (idle ${(o.idleRate! * 100).toFixed(0)}%), ${JSON.stringify(last)}`);
+    }
+    // The quiet stretch must start once done() holds (the refresh has finished, say).
+    if (!o.done(last)) doneSince = null;
+    else doneSince ??= s;
+    if (doneSince && from.t >= doneSince.t && quiet) return { end: from, last, timedOut: false };
+    if (elapsed > o.maxWaitS) return { end: s, last, timedOut: true };
+  }
+}
+
+// ---- traffic ----
+
+function rng(seed: number) {
+  let s = seed >>> 0 || 1;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const UAS = [
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36',
+  'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15',
+  'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1',
+  'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.6367.82 Mobile Safari/537.36',
+  'Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0',
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36 Edg/124.0.2478.67',
+  'Mozilla/5.0 (iPad; CPU OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1',
+  'Mozilla/5.0 (Linux; Android 14; SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/24.0 Chrome/117.0.0.0 Mobile Safari/537.36',
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:125.0) Gecko/20100101 Firefox/125.0',
+  'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36',
+];
+// /16s of public address space in ~20 countries (DB-IP City Lite): US CA GB DE FR NL SE AT IT ES RU UA TR BR AU JP KR IN HK ZA NG.
+const PREFIXES = ['8.8', '73.162', '24.48', '86.150', '178.62', '2.200', '85.214', '78.46', '62.210', '90.84', '151.101', '193.0', '31.13', '80.110',
+  '83.103', '79.116', '77.88', '91.198', '212.58', '200.160', '201.17', '139.130', '1.120', '202.12', '126.0', '59.10', '14.139', '49.207', '103.21',
+  '41.203', '197.210'];
+const SEARCH = ['https://www.google.com/', 'https://www.google.de/', 'https://www.bing.com/', 'https://duckduckgo.com/', 'https://search.yahoo.com/', 'https://yandex.ru/'];
+const SOCIAL = ['https://t.co/x1y2z3', 'https://www.facebook.com/', 'https://l.facebook.com/', 'https://www.linkedin.com/', 'https://www.reddit.com/r/webdev/', 'https://news.ycombinator.com/', 'https://www.instagram.com/'];
+const OTHER = ['https://blog.example.org/best-tools', 'https://github.com/awesome/list', 'https://medium.com/@writer/review', 'https://stackoverflow.com/questions/1'];
+const UTMS = [
+  'utm_source=google&utm_medium=cpc&utm_campaign=brand', 'utm_source=newsletter&utm_medium=email&utm_campaign=spring_sale',
+  'utm_source=facebook&utm_medium=social&utm_campaign=launch', 'utm_source=twitter&utm_medium=social&utm_campaign=launch',
+  'utm_source=partner&utm_medium=referral&utm_campaign=affiliate',
+];
+const ORIGIN = 'https://www.acme-shop.example';
+const SECTIONS = ['', 'pricing', 'features', 'about', 'contact', 'blog', 'docs', 'products', 'category', 'help'];
+const PAGES = Array.from({ length: 300 }, (_, i) => {
+  if (i < SECTIONS.length) return { path: `/${SECTIONS[i]}`, title: i ? `${SECTIONS[i]![0]!.toUpperCase()}${SECTIONS[i]!.slice(1)} – Acme` : 'Acme – Home' };
+  const s = ['blog', 'docs', 'products', 'category', 'help'][i % 5]!;
+  return { path: `/${s}/${s === 'blog' ? 'post' : 'item'}-${i}`, title: `${s} ${i} – Acme` };
+});
+const ZIPF = (() => {
+  const w = PAGES.map((_, i) => 1 / (i + 1) ** 1.05);
+  const total = w.reduce((x, y) => x + y, 0);
+  let acc = 0;
+  return w.map((x) => (acc += x / total));
+})();
+const CUSTOM: [string, (r: () => number) => Record<string, unknown>][] = [
+  ['add_to_cart', (r) => ({ product_id: `sku-${Math.floor(r() * 200)}`, price: Math.round(r() * 20000) / 100, currency: 'EUR' })],
+  ['signup', (r) => ({ plan: r() < 0.7 ? 'free' : 'pro' })],
+  ['newsletter_subscribe', () => ({ source: 'footer' })],
+  ['download', (r) => ({ file: `whitepaper-${Math.floor(r() * 5)}.pdf` })],
+  ['search', (r) => ({ query_length: 3 + Math.floor(r() * 20) })],
+];
+
+interface Visit { ua: string; ip: string; events: { body: unknown }[] }
+
+/** Visits whose events (n in all) fall in [from, to) (ms), each visit's in order. */
+function traffic(n: number, from: number, to: number, seed: number): Visit[] {
+  const r = rng(seed);
+  const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)]!;
+  const page = () => PAGES[Math.max(0, ZIPF.findIndex((c) => c >= r()))]!;
+  const visits: Visit[] = [];
+  let total = 0;
+  while (total < n) {
+    const views = r() < 0.35 ? 1 : 2 + Math.floor(r() * 5);
+    const customs = r() < 0.3 ? 1 + Math.floor(r() * 2) : 0;
+    const steps: ('view' | 'custom')[] = Array.from({ length: views }, () => 'view' as const);
+    for (let c = 0; c < customs; c++) steps.splice(1 + Math.floor(r() * views), 0, 'custom');
+    const gaps = steps.map(() => 5_000 + r() * 120_000);
+    const span = gaps.reduce((x, y) => x + y, 0);
+    let t = from + r() * Math.max(0, to - from - span - 1000);
+    const x = r();
+    let referrer = x < 0.4 ? '' : x < 0.7 ? pick(SEARCH) : x < 0.9 ? pick(SOCIAL) : pick(OTHER);
+    const utm = r() < 0.15 ? pick(UTMS) : null;
+    const v: Visit = { ua: pick(UAS), ip: `${pick(PREFIXES)}.${Math.floor(r() * 256)}.${1 + Math.floor(r() * 253)}`, events: [] };
+    let current = page();
+    let url = `${ORIGIN}${current.path}${utm ? `?${utm}` : ''}`;
+    steps.forEach((step, i) => {
+      if (total >= n) return;
+      if (step === 'view') {
+        if (i > 0) {
+          referrer = url;
+          current = page();
+          url = `${ORIGIN}${current.path}`;
+        }
+        v.events.push({ body: { type: 'track', payload: { name: 'screen_view', properties: { __path: url, __title: current.title, __referrer: referrer, __timestamp: new Date(t).toISOString() } } } });
+      } else {
+        const [name, props] = pick(CUSTOM);
+        v.events.push({ body: { type: 'track', payload: { name, properties: { ...props(r), __path: url, __timestamp: new Date(t).toISOString() } } } });
+      }
+      total++;
+      t += gaps[i]!;
+    });
+    visits.push(v);
+  }
+  return visits;
+}
+
+/**
+ * Sends the visits over `connections` keep-alive sockets (visits dealt round robin; each
+ * socket sends its visits' events one at a time, in order); returns the statuses and latencies.
+ */
+async function send(port: number, creds: Credentials, visits: Visit[], connections: number): Promise<{ statuses: Record<string, number>; latencies: number[] }> {
+  const lists: Buffer[][] = Array.from({ length: connections }, () => []);
+  visits.forEach((v, i) => {
+    for (const e of v.events) {
+      const body = JSON.stringify(e.body);
+      const head = ['POST /track HTTP/1.1', 'Host: 127.0.0.1', 'Content-Type: application/json', `User-Agent: ${v.ua}`, `X-Client-Ip: ${v.ip}`,
+        `service-client-id: ${creds.clientId}`, `service-client-secret: ${creds.clientSecret}`, `Content-Length: ${Buffer.byteLength(body)}`];
+      lists[i % connections]!.push(Buffer.from(`${head.join('\r\n')}\r\n\r\n${body}`));
+    }
+  });
+  const runs = await Promise.all(lists.filter((l) => l.length).map((requests) => sequential({ port, requests, count: requests.length })));
+  const statuses: Record<string, number> = {};
+  for (const r of runs) {
+    for (const [k, n] of Object.entries(r.statuses)) statuses[k] = (statuses[k] ?? 0) + n;
+    if (r.ok + r.non2xx < r.sent) statuses.lost = (statuses.lost ?? 0) + r.sent - r.ok - r.non2xx;
+  }
+  return { statuses, latencies: runs.flatMap((r) => r.latencies) };
+}
+
+// ---- the run ----
+
+interface Phase {
+  windowS: number;
+  idleRate: number;
+  cpuS: number;
+  idleS: number;
+  netS: number;
+  usPerEvent: number;
+  ownCpuS: number;
+  ownIdleS: number;
+  ownUsPerEvent: number;
+  timedOut: boolean;
+}
+
+interface Result {
+  machine: Machine;
+  options: typeof O;
+  hll: boolean;
+  sent: number;
+  statuses: Record<string, number>;
+  sendS: number;
+  trackMs: { p50: number; p99: number };
+  storedS: number;
+  rows: { events: number; sessions: number; sessionStarts: number; sessionEnds: number; openSessions: number };
+  hours: string[];
+  tidemark: Phase;
+  bare: Phase & { rows: number; statements: number; insertS: number };
+  ratio: number;
+  ownRatio: number;
+}
+
+function phase(t0: Sample, end: Sample, idle: { rate: number; ownRate: number }, events: number, timedOut: boolean): Phase {
+  const windowS = (end.t - t0.t) / 1000;
+  const cpuS = end.cpu - t0.cpu;
+  const ownCpuS = end.own - t0.own;
+  const idleS = idle.rate * windowS;
+  const ownIdleS = idle.ownRate * windowS;
+  const netS = Math.max(0, cpuS - idleS);
+  return {
+    windowS, idleRate: idle.rate, cpuS, idleS, netS, usPerEvent: (netS * 1e6) / events, ownCpuS, ownIdleS,
+    ownUsPerEvent: (Math.max(0, ownCpuS - ownIdleS) * 1e6) / events, timedOut,
+  };
+}
+
+async function measureIdle(postmaster: number, own: OwnBackends, poll: () => Promise<unknown>): Promise<{ rate: number; ownRate: number }> {
+  await own.start();
+  const t0: Sample = { t: performance.now(), cpu: serverCpuS(postmaster), own: 0 };
+  const { end } = await untilQuiet({ postmaster, own, t0, idleRate: null, seconds: O.idleS, poll, done: () => true, maxWaitS: O.idleS + 5, label: 'idle' });
+  return { rate: (end.cpu - t0.cpu) / ((end.t - t0.t) / 1000), ownRate: end.own / ((end.t - t0.t) / 1000) };
+}
+
+async function run(): Promise<Result> {
+  const machine = machineInfo();
+  const env = new TestEnv('rollupcost');
+  let role: string | null = null;
+  const admin = new pg.Client({ connectionString: `${PG_BASE}/postgres` });
+  await admin.connect();
+  if (!O.hll) {
+    // A database owned by a role that is not a superuser: the migrations cannot create hll.
+    role = uniqueName('rollupcost_role').toLowerCase();
+    await admin.query(`CREATE ROLE ${pg.escapeIdentifier(role)} LOGIN`);
+    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(env.dbName)} OWNER ${pg.escapeIdentifier(role)}`);
+    const u = new URL(env.databaseUrl);
+    u.username = role;
+    (env as { databaseUrl: string }).databaseUrl = u.toString();
+  }
+  try {
+    await env.setup();
+    const hll = (await env.db.query<{ n: boolean }>("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'hll') AS n")).rows[0]!.n;
+    if (hll !== O.hll) throw new Error(`hll ${hll ? 'installed' : 'not installed'} in the benchmark database, ${O.hll ? 'asked for' : 'asked without'} (is postgresql-15-hll installed?)`);
+    const postmaster = statOf((await env.db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid)!.ppid;
+    log(`database ${env.dbName} (hll ${hll ? 'on' : 'off'}), PostgreSQL postmaster pid ${postmaster}; ${O.events} events${O.live ? ', live hour' : ''}`);
+
+    const extra: Record<string, string> = { TIDEMARK_SHARDS: '', ROLLUP_REFRESH_QUIET_MS: '', LOG_LEVEL: 'warn' };
+    if (O.sessionTimeoutMin !== null) extra.SESSION_TIMEOUT_MINUTES = String(O.sessionTimeoutMin);
+    const app = await spawnApp(env, 'all', extra);
+    let appStopped = false;
+    try {
+      const projectId = await env.project({ name: 'rollup cost' });
+      const creds = await env.client(projectId, 'write', 0);
+      // Warm the client (secret verified, cached) with a request that stores nothing.
+      const warm = await post(`${app.url}/track`, { type: 'track', payload: {} }, creds);
+      if (warm.status !== 400) throw new Error(`warm-up answered ${warm.status}, not 400`);
+
+      // Event times: the three hours before the current one, or (--live) the current hour up
+      // to the moment of sending, which starts liveLeadS before it ends.
+      let from: number;
+      let closeAt: number;
+      if (O.live) {
+        const now = Date.now();
+        closeAt = Math.ceil(now / HOUR) * HOUR;
+        const before = (O.liveLeadS + O.idleS + 3) * 1000;
+        if (closeAt - now < before + 5000) closeAt += HOUR;
+        const startAt = closeAt - before;
+        log(`live hour ${new Date(closeAt - HOUR).toISOString()}: waiting ${((startAt - now) / 1000).toFixed(0)} s, until ${before / 1000} s before it ends`);
+        while (Date.now() < startAt) await sleep(Math.min(10_000, startAt - Date.now()));
+        from = closeAt - HOUR;
+      } else {
+        closeAt = Math.floor(Date.now() / HOUR) * HOUR;
+        from = closeAt - 3 * HOUR;
+      }
+
+      const poll = async () => {
+        const q = await env.db.query<{ inv: number; deltas: number; stored: number; open: number }>(
+          `SELECT (SELECT count(*)::int FROM rollup_invalidations WHERE bucket < $1) AS inv,
+                  (SELECT count(*)::int FROM rollup_delta_sessions) + (SELECT count(*)::int FROM rollup_delta_events) AS deltas,
+                  (SELECT count(*)::int FROM events WHERE project_id = $2 AND name NOT IN ('session_start', 'session_end')) AS stored,
+                  (SELECT count(*)::int FROM sessions WHERE project_id = $2 AND NOT ended) AS open`,
+          [new Date(closeAt).toISOString(), projectId]);
+        return q.rows[0]!;
+      };
+      const own = new OwnBackends(env.db, env.dbName);
+      await sleep(3000);
+      log(`idle: ${O.idleS} s with npm start running`);
+      const idle = await measureIdle(postmaster, own, poll);
+      log(`  idle rate: PostgreSQL ${(idle.rate * 100).toFixed(1)}% of a core (own backends ${(idle.ownRate * 100).toFixed(1)}%)`);
+
+      const to = O.live ? Date.now() : closeAt;
+      const visits = traffic(O.events, from, to, O.seed);
+      const sent = visits.reduce((x, v) => x + v.events.length, 0);
+      await own.start();
+      const t0: Sample = { t: performance.now(), cpu: serverCpuS(postmaster), own: 0 };
+      log(`sending ${sent} events in ${visits.length} visits (times ${new Date(from).toISOString()} .. ${new Date(to).toISOString()})`);
+      const { statuses, latencies } = await send(app.port, creds, visits, O.connections);
+      const sendS = (performance.now() - t0.t) / 1000;
+      const accepted = statuses['202'] ?? 0;
+      const trackMs = { p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+      log(`  sent in ${sendS.toFixed(1)} s (${Math.round(sent / sendS)}/s; /track p50 ${trackMs.p50.toFixed(1)} ms, p99 ${trackMs.p99.toFixed(1)} ms): ${JSON.stringify(statuses)}`);
+      const stored = { at: NaN };
+      const q = await untilQuiet({
+        postmaster, own, t0, idleRate: idle.rate, poll, maxWaitS: O.maxWaitS, label: 'until quiet',
+        done: (p) => {
+          if (Number.isNaN(stored.at) && p.stored >= accepted) stored.at = performance.now();
+          return p.stored >= accepted && p.inv === 0 && p.deltas === 0 && Date.now() >= closeAt && (O.sessionTimeoutMin === null || p.open === 0);
+        },
+      });
+      const tidemark = phase(t0, q.end, idle, accepted, q.timedOut);
+      log(`  quiet after ${tidemark.windowS.toFixed(1)} s${q.timedOut ? ' (TIMED OUT)' : ''}: PostgreSQL ${tidemark.cpuS.toFixed(2)} s CPU, idle ${tidemark.idleS.toFixed(2)} s -> ${tidemark.usPerEvent.toFixed(0)} µs/event (own backends ${tidemark.ownUsPerEvent.toFixed(0)})`);
+      const rows = (await env.db.query<Result['rows']>(
+        `SELECT (SELECT count(*)::int FROM events WHERE project_id = $1) AS events, (SELECT count(*)::int FROM sessions WHERE project_id = $1) AS sessions,
+                (SELECT count(*)::int FROM events WHERE project_id = $1 AND name = 'session_start') AS "sessionStarts",
+                (SELECT count(*)::int FROM events WHERE project_id = $1 AND name = 'session_end') AS "sessionEnds",
+                (SELECT count(*)::int FROM sessions WHERE project_id = $1 AND NOT ended) AS "openSessions"`, [projectId])).rows[0]!;
+      const hours = (await env.db.query<{ h: string }>(
+        "SELECT DISTINCT to_char(date_trunc('hour', created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:00') AS h FROM events WHERE project_id = $1 ORDER BY 1", [projectId])).rows.map((r) => r.h);
+
+      // ---- the bare insert of the same events ----
+      const raw = await env.db.query({
+        text: "SELECT * FROM events WHERE project_id = $1 AND name NOT IN ('session_start', 'session_end') ORDER BY created_at",
+        values: [projectId], types: { getTypeParser: () => (v: string) => v },
+      } as pg.QueryConfig);
+      await stopChild(app.child, 'SIGTERM');
+      appStopped = true;
+      const cols = raw.fields.map((f) => f.name);
+      const pk = (await env.db.query<{ col: string }>(
+        `SELECT a.attname AS col FROM pg_index i JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true
+         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+         WHERE i.indrelid = 'events'::regclass AND i.indisprimary ORDER BY k.n`)).rows.map((r) => r.col);
+      const ident = (c: string) => pg.escapeIdentifier(c);
+      await env.db.query(`CREATE TABLE bare_events (LIKE events INCLUDING DEFAULTS, PRIMARY KEY (${(pk.length ? pk : ['id']).map(ident).join(', ')}))`);
+      const bareDb = new pg.Client({ connectionString: env.databaseUrl });
+      await bareDb.connect();
+      try {
+        await sleep(3000);
+        log(`bare insert: idle ${O.idleS} s (npm start stopped)`);
+        const barePoll = async () => ({});
+        const bareIdle = await measureIdle(postmaster, own, barePoll);
+        log(`  idle rate: PostgreSQL ${(bareIdle.rate * 100).toFixed(1)}% of a core`);
+        await own.start();
+        const b0: Sample = { t: performance.now(), cpu: serverCpuS(postmaster), own: 0 };
+        let statements = 0;
+        for (let i = 0; i < raw.rows.length; i += O.batch) {
+          const chunk = raw.rows.slice(i, i + O.batch) as Record<string, string | null>[];
+          const values: (string | null)[] = [];
+          const tuples = chunk.map((row) => `(${cols.map((c) => {
+            values.push(row[c] ?? null);
+            return `$${values.length}`;
+          }).join(',')})`);
+          await bareDb.query(`INSERT INTO bare_events (${cols.map(ident).join(', ')}) VALUES ${tuples.join(',')}`, values);
+          statements++;
+        }
+        const insertS = (performance.now() - b0.t) / 1000;
+        const bq = await untilQuiet({ postmaster, own, t0: b0, idleRate: bareIdle.rate, poll: barePoll, done: () => true, maxWaitS: 120, label: 'bare until quiet' });
+        const bare = { ...phase(b0, bq.end, bareIdle, raw.rows.length, bq.timedOut), rows: raw.rows.length, statements, insertS };
+        log(`  ${raw.rows.length} rows in ${statements} statements, ${insertS.toFixed(2)} s; quiet after ${bare.windowS.toFixed(1)} s: ${bare.cpuS.toFixed(2)} s CPU, idle ${bare.idleS.toFixed(2)} s -> ${bare.usPerEvent.toFixed(1)} µs/event (own backends ${bare.ownUsPerEvent.toFixed(1)})`);
+        machine.loadAfter = os.loadavg().map((l) => l.toFixed(1)).join(' ');
+        return {
+          machine, options: O, hll, sent, statuses, sendS, trackMs, storedS: (stored.at - t0.t) / 1000, rows, hours, tidemark, bare,
+          ratio: tidemark.usPerEvent / bare.usPerEvent, ownRatio: tidemark.ownUsPerEvent / bare.ownUsPerEvent,
+        };
+      } finally {
+        await bareDb.end();
+      }
+    } finally {
+      if (!appStopped) await stopChild(app.child, 'SIGTERM');
+    }
+  } finally {
+    await env.teardown();
+    if (role) await admin.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(role)}`).catch((err) => log(`could not drop role ${role}: ${err}`));
+    await admin.end();
+  }
+}
+
+// ---- report ----
+
+function markdown(r: Result, command: string): string {
+  const title = r.options.live ? 'Rollup cost: live hour' : 'Rollup cost';
+  const T = r.tidemark;
+  const B = r.bare;
+  const L = [`## ${title}`, ''];
+  L.push(`Command: \`${command}\``, '');
+  L.push(`Machine: ${r.machine.nproc} CPUs, ${r.machine.cpu}, Node ${r.machine.node}; load average before ${r.machine.load}, after ${r.machine.loadAfter ?? '?'}. Date: ${r.machine.date}. A fresh \`npm start\` (defaults${r.options.sessionTimeoutMin !== null ? `, SESSION_TIMEOUT_MINUTES=${r.options.sessionTimeoutMin}` : ''}) on a new database, hll **${r.hll ? 'installed' : 'not installed'}**. ${r.sent.toLocaleString('en-US')} events through POST /track (300 pages, 10 browser user-agents, IPs of ~20 countries, search/social referrers, UTM on 15% of visits, 1-6 views a visit, custom events; ${r.options.connections} visits at a time), event times in ${r.hours.join(', ')} UTC${r.options.live ? ' (the live hour, counted until it closed and was recomputed)' : ' (the three hours before the current one)'}. Statuses ${JSON.stringify(r.statuses)}; sent in ${r.sendS.toFixed(1)} s (/track p50 ${r.trackMs.p50.toFixed(1)} ms, p99 ${r.trackMs.p99.toFixed(1)} ms), all stored after ${r.storedS.toFixed(1)} s. Rows: ${r.rows.events} events (${r.rows.sessionStarts} session_start, ${r.rows.sessionEnds} session_end), ${r.rows.sessions} sessions (${r.rows.openSessions} still open${r.options.sessionTimeoutMin === null ? ': they end 30 min later, not counted here' : ''}).`, '');
+  L.push(`PostgreSQL CPU: the whole server (postmaster with its reaped children + live children, /proc), from the first request until every event was stored, the refresh had nothing pending (rollup_invalidations of those hours, rollup_delta_*) and the CPU rate was back at idle for ${r.options.quietS} s; the idle rate (measured over ${r.options.idleS} s just before, same polling) times the span subtracted. Own backends: this database's backends only (sampled every 500 ms).`, '');
+  L.push('| | events | span s | PostgreSQL CPU s | idle s | net s | **µs/event** | own backends µs/event |', '|---|---:|---:|---:|---:|---:|---:|---:|');
+  L.push(`| Tidemark, all in (rollups included) | ${r.sent} | ${T.windowS.toFixed(1)}${T.timedOut ? ' (timed out)' : ''} | ${T.cpuS.toFixed(2)} | ${T.idleS.toFixed(2)} | ${T.netS.toFixed(2)} | **${T.usPerEvent.toFixed(0)}** | ${T.ownUsPerEvent.toFixed(0)} |`);
+  L.push(`| bare insert (PK only, ${r.options.batch} a statement, ${B.statements} statements in ${B.insertS.toFixed(2)} s) | ${B.rows} | ${B.windowS.toFixed(1)}${B.timedOut ? ' (timed out)' : ''} | ${B.cpuS.toFixed(2)} | ${B.idleS.toFixed(2)} | ${B.netS.toFixed(2)} | **${B.usPerEvent.toFixed(1)}** | ${B.ownUsPerEvent.toFixed(1)} |`);
+  L.push('');
+  L.push(`Ratio Tidemark / bare insert: **${r.ratio.toFixed(1)}x** (own backends: ${r.ownRatio.toFixed(1)}x).`, '');
+  const busy = Math.max(T.idleRate, B.idleRate);
+  if (busy > 0.1) L.push(`**Not a quiet machine:** PostgreSQL's idle rate was ${(busy * 100).toFixed(0)}% of a core (other users of the server), so the whole-server figures are noise; only the own-backends column means anything here.`, '');
+  return L.join('\n');
+}
+
+if (process.argv[1] && /bench[\\/]rollup-cost\.ts$/.test(process.argv[1])) {
+  const argv = process.argv.slice(2);
+  run().then(
+    (r) => {
+      const md = markdown(r, `npx tsx bench/rollup-cost.ts${argv.length ? ` ${argv.join(' ')}` : ''}`);
+      process.stdout.write(`${md}\n`);
+      process.stdout.write(`BENCH_RESULT ${JSON.stringify(r)}\n`);
+      if (a.record) writeSection(r.options.live ? 'Rollup cost: live hour' : 'Rollup cost', md);
+      process.exit(0);
+    },
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}
