@@ -4,7 +4,7 @@ import { Authenticator } from '../auth/auth';
 import { watchProjectChanges, type ProjectChangeWatch } from '../auth/project-changes';
 import { Bus } from '../bus/bus';
 import { StreamWatch } from '../bus/stream-watch';
-import type { Config } from '../config/config';
+import { liveMaxSocketsPerProject, type Config } from '../config/config';
 import { createEnricher } from '../enrich';
 import { HttpServer } from '../http/server';
 import { Router } from '../http/router';
@@ -20,6 +20,7 @@ import { connectRedis, createRedis, redisKeys, type Redis } from '../redis/redis
 import { createPool, ensureDatabase, ServiceUnreachableError, type Pool } from '../store/db';
 import { migrate, pendingMigrations } from '../store/migrate';
 import { PartitionKeeper } from '../store/writes';
+import { listRevokedClientIds } from '../store/accounts';
 import { refreshRollups } from '../store/rollups';
 import { pgSaltStore } from '../store/maintenance';
 import { ShardManager } from '../worker/shard-manager';
@@ -200,13 +201,25 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
       onDrop: (reason) => metrics.drops.inc({ reason }),
       onStep: (step, ms) => metrics.enrichStep.observe({ step }, ms / 1000),
     });
+    const partitions = new PartitionKeeper(db, timescale);
+    // This month's and the next two months' partitions, now and every hour: a month begins
+    // with its partition there (creating one waits for a lock on events, see PartitionKeeper).
+    await partitions.ensureAhead().catch((err) => log.warn({ err }, 'could not create the coming months\' partitions; retried every hour'));
     jobs = new JobRunner({
       redisUrl: cfg.REDIS_URL, namespace: cfg.TIDEMARK_NAMESPACE, bus, db, salts, log,
       timeoutMs: cfg.SESSION_TIMEOUT_MINUTES * 60_000, retentionDays: cfg.RETENTION_DAYS,
-      periodic: [{ name: 'rollup-refresh', every: { everyMs: 10_000 }, run: () => refreshRollups(db, timescale, { quietMs: cfg.ROLLUP_REFRESH_QUIET_MS, maxDelayMs: cfg.ROLLUP_REFRESH_MAX_DELAY_MS }) }],
+      periodic: [
+        {
+          name: 'rollup-refresh', every: { everyMs: 10_000 },
+          run: () => refreshRollups(db, timescale, {
+            quietMs: cfg.ROLLUP_REFRESH_QUIET_MS, maxDelayMs: cfg.ROLLUP_REFRESH_MAX_DELAY_MS,
+            roundHours: cfg.ROLLUP_REFRESH_ROUND_HOURS, transactionHours: cfg.ROLLUP_REFRESH_TRANSACTION_HOURS,
+          }),
+        },
+        { name: 'partitions-ahead', every: { everyMs: 3_600_000 }, run: () => partitions.ensureAhead() },
+      ],
     });
     await jobs.start();
-    const partitions = new PartitionKeeper(db, timescale);
     const scheduler = jobs.scheduler;
     const e = enricher;
     const commits = new Semaphore(cfg.WORKER_COMMITS_MAX);
@@ -240,11 +253,18 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
     const auth = new Authenticator(db);
     // A project changed (cli project update): this process drops its cached row at once.
     projectWatch = watchProjectChanges(createRedis(cfg.REDIS_URL), redis, keys, (projectId) => auth.forgetProject(projectId));
-    gate = new Gate(redis, keys, { onAsyncError: () => metrics.degraded.inc({ dependency: 'redis' }) });
+    gate = new Gate(redis, keys, {
+      onAsyncError: () => metrics.degraded.inc({ dependency: 'redis' }),
+      // PostgreSQL holds the revoked state: the mirror loads it at start and seeds Redis' set
+      // again when that set lost its data (FLUSHALL, a restart without persistence).
+      revokedInStore: () => listRevokedClientIds(db),
+      onSeedError: (err) => log.warn({ err: (err as Error).message }, 'revoked clients not reloaded from PostgreSQL into Redis; retrying every second'),
+    });
     // Ingest answers without waiting for Redis once the revocation mirror is loaded.
     await gate.start();
     for (const r of ingestRoutes({
       auth, gate, salts, batcher, shards: cfg.TIDEMARK_SHARDS, ipHeaders: ipHeaderOrder(cfg.TRUSTED_IP_HEADERS),
+      eventTimeLimits: { maxPastDays: cfg.INGEST_MAX_PAST_DAYS, retentionDays: cfg.RETENTION_DAYS },
       subjectFor: (p, s) => bus.subjectFor(p, s),
       onDegraded: (what, err) => {
         metrics.degraded.inc({ dependency: what });
@@ -256,7 +276,10 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
     const admission = { clients: new ClientLimiter(cfg.READ_CONCURRENCY_PER_CLIENT, cfg.READ_QUEUE_PER_CLIENT), statements: readSlots, heavyAfterMs: cfg.READ_HEAVY_AFTER_MS, cost: new ReadCost() };
     const readDeps = { db, redis, keys, auth, gate: gate!, log, metrics, queryTimeoutMs: cfg.QUERY_TIMEOUT_MS, exactVisitorsMax: cfg.TIDEMARK_EXACT_VISITORS_MAX, admission };
     for (const r of readRoutes(readDeps)) router.add(r);
-    live = livePush({ redis, redisUrl: cfg.REDIS_URL, keys, auth, gate, log, metrics, maxSockets: cfg.LIVE_MAX_SOCKETS });
+    live = livePush({
+      redis, redisUrl: cfg.REDIS_URL, keys, auth, gate, log, metrics,
+      maxSockets: cfg.LIVE_MAX_SOCKETS, maxSocketsPerProject: liveMaxSocketsPerProject(cfg), maxAuthenticating: cfg.LIVE_MAX_AUTHENTICATING,
+    });
     socketRoutes.push(live.route);
     for (const r of exportRoutes(readDeps, { streaming: true })) router.add(r);
     const openapi = JSON.stringify(openApiDocument());

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DEFAULT_SHARDS, defaultReadConcurrency, loadConfig } from './config';
+import { DEFAULT_SHARDS, defaultReadConcurrency, liveMaxSocketsPerProject, loadConfig } from './config';
 
 test('defaults match semantics.md "Running it"', () => {
   const c = loadConfig({});
@@ -55,7 +55,7 @@ test('NATS_URL: one server or several comma-separated; a malformed entry is refu
   }
 });
 
-test('WORKER_SESSION_CACHE: 50,000 devices per worker process by default (issue 19 item 10: the old 200,000 per shard × 16 shards outgrew the heap)', () => {
+test('WORKER_SESSION_CACHE: 50,000 devices per worker process by default (the old 200,000 per shard × 16 shards outgrew the heap)', () => {
   assert.equal(loadConfig({}).WORKER_SESSION_CACHE, 50_000);
   assert.equal(loadConfig({ WORKER_SESSION_CACHE: '1000' }).WORKER_SESSION_CACHE, 1000);
   for (const bad of ['0', '-1', 'lots']) assert.throws(() => loadConfig({ WORKER_SESSION_CACHE: bad }), /WORKER_SESSION_CACHE/);
@@ -84,4 +84,15 @@ test('read admission: READ_CONCURRENCY the cores less one (at least 1); per clie
   for (const [k, bad] of [['READ_CONCURRENCY', '0'], ['READ_CONCURRENCY_PER_CLIENT', '0'], ['READ_QUEUE_PER_CLIENT', '-1'], ['READ_HEAVY_AFTER_MS', 'x']] as const) {
     assert.throws(() => loadConfig({ [k]: bad }), new RegExp(k));
   }
+});
+
+test('live push: 20,000 authenticated sockets, half of them per project unless set (never above the total), 1,000 authenticating', () => {
+  const d = loadConfig({});
+  assert.deepEqual([d.LIVE_MAX_SOCKETS, liveMaxSocketsPerProject(d), d.LIVE_MAX_AUTHENTICATING], [20_000, 10_000, 1_000]);
+  assert.equal(liveMaxSocketsPerProject(loadConfig({ LIVE_MAX_SOCKETS: '200' })), 100);
+  assert.equal(liveMaxSocketsPerProject(loadConfig({ LIVE_MAX_SOCKETS: '1' })), 1);
+  assert.equal(liveMaxSocketsPerProject(loadConfig({ LIVE_MAX_SOCKETS: '200', LIVE_MAX_SOCKETS_PER_PROJECT: '200' })), 200);
+  assert.throws(() => loadConfig({ LIVE_MAX_SOCKETS: '200', LIVE_MAX_SOCKETS_PER_PROJECT: '201' }), /LIVE_MAX_SOCKETS_PER_PROJECT: at most LIVE_MAX_SOCKETS/);
+  for (const bad of ['0', '-1', 'x']) assert.throws(() => loadConfig({ LIVE_MAX_SOCKETS_PER_PROJECT: bad }), /LIVE_MAX_SOCKETS_PER_PROJECT/);
+  assert.throws(() => loadConfig({ LIVE_MAX_AUTHENTICATING: '0' }), /LIVE_MAX_AUTHENTICATING/);
 });

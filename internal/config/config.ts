@@ -2,6 +2,8 @@
 import os from 'node:os';
 import { z } from 'zod';
 import { IP_HEADERS, type IpHeader } from '../ingest/client-ip';
+import { DEFAULT_MAX_PAST_DAYS } from '../ingest/ops';
+import { defaultMaxPerProject } from '../live/slots';
 
 const intFrom = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
@@ -107,8 +109,21 @@ const EnvSchema = z.object({
   TIDEMARK_EXACT_VISITORS_MAX: intFrom(DEFAULT_EXACT_VISITORS_MAX, 0),
   /** Requests in flight per API thread before new ones are shed with 503. */
   MAX_IN_FLIGHT: intFrom(10000, 1),
-  /** Live-push WebSockets (/insights/{projectId}/live) one API thread holds; more are closed with 1013. */
+  /**
+   * Live push (/insights/{projectId}/live): authenticated WebSockets one API thread holds; more
+   * are closed with 1013. Sockets still authenticating count against LIVE_MAX_AUTHENTICATING.
+   */
   LIVE_MAX_SOCKETS: intFrom(20000, 1),
+  /**
+   * Authenticated live-push sockets of one project on one API thread (more: 4429), so one
+   * tenant never takes every slot. Unset: half of LIVE_MAX_SOCKETS (liveMaxSocketsPerProject).
+   */
+  LIVE_MAX_SOCKETS_PER_PROJECT: z.coerce.number().int().min(1).optional(),
+  /**
+   * Live-push sockets not yet authenticated on one API thread (each has 5 s). Past it a newcomer
+   * displaces the one that has waited longest for its credentials, or is refused (4430).
+   */
+  LIVE_MAX_AUTHENTICATING: intFrom(1000, 1),
   /**
    * API threads per process, each a uWebSockets.js app on the same port (the kernel spreads
    * connections, SO_REUSEPORT) with its own NATS, Redis and PostgreSQL clients. 1: the API
@@ -131,6 +146,21 @@ const EnvSchema = z.object({
   ROLLUP_REFRESH_MAX_DELAY_MS: z.coerce.number().int().min(0).default(300_000),
   /** Days of raw events/sessions to keep; 0 keeps everything. */
   RETENTION_DAYS: intFrom(0, 0),
+  /**
+   * How far back an event time (`timestamp`, `__timestamp`) may be, in days before receipt;
+   * an older one is a 400 naming the field (so is one older than RETENTION_DAYS, when set,
+   * or before 1970). About ten years by default: imports of a site's history work, and one
+   * write client cannot spread its events over centuries (docs/decisions.md, "Ingest").
+   */
+  INGEST_MAX_PAST_DAYS: intFrom(DEFAULT_MAX_PAST_DAYS, 1),
+  /**
+   * The rollup refresh (docs/rollups.md, "Bounds and fairness"): (project, hour) pairs one
+   * round takes at most, and one of its transactions (each commits on its own and picks
+   * anew, in turn across projects, so one project's backlog of late hours delays another's
+   * hour by a transaction or two).
+   */
+  ROLLUP_REFRESH_ROUND_HOURS: intFrom(240, 1),
+  ROLLUP_REFRESH_TRANSACTION_HOURS: intFrom(12, 1),
   /**
    * Replicas of the JetStream stream (and of its shard consumers): 1 for a single
    * nats-server, 3 (or 5) on a NATS cluster so an acknowledged event survives the loss of a
@@ -193,6 +223,9 @@ const CheckedSchema = EnvSchema.superRefine((c, ctx) => {
   if (c.API_THREADS > 1 && c.PORT === 0) {
     ctx.addIssue({ code: 'custom', path: ['API_THREADS'], message: 'API_THREADS > 1 needs a fixed PORT (the threads share it)' });
   }
+  if (c.LIVE_MAX_SOCKETS_PER_PROJECT !== undefined && c.LIVE_MAX_SOCKETS_PER_PROJECT > c.LIVE_MAX_SOCKETS) {
+    ctx.addIssue({ code: 'custom', path: ['LIVE_MAX_SOCKETS_PER_PROJECT'], message: 'at most LIVE_MAX_SOCKETS (a project\'s share of the sockets)' });
+  }
 });
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -202,6 +235,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new Error(`invalid configuration: ${lines.join('; ')}`);
   }
   return { ...parsed.data, shardsExplicit: (env.TIDEMARK_SHARDS ?? '').trim() !== '' };
+}
+
+/** LIVE_MAX_SOCKETS_PER_PROJECT, or when unset half of LIVE_MAX_SOCKETS (at least 1). */
+export function liveMaxSocketsPerProject(c: Pick<Config, 'LIVE_MAX_SOCKETS' | 'LIVE_MAX_SOCKETS_PER_PROJECT'>): number {
+  return c.LIVE_MAX_SOCKETS_PER_PROJECT ?? defaultMaxPerProject(c.LIVE_MAX_SOCKETS);
 }
 
 /**

@@ -8,6 +8,7 @@ import { BadRequestError, PayloadTooLargeError, ServiceUnavailableError, TooMany
 import type { Route } from '../http/router';
 import type { HttpRequest, HttpResponse } from '../http/types';
 import { shardOf } from '../bus/bus';
+import { queuedOpProblem } from '../bus/storable';
 import type { QueuedTrack } from '../model/event';
 import { deviceWindow, rateHeaders, type Gate, type GateResult } from '../ratelimit/gate';
 import { OpTooLargeError, type Batcher } from './batcher';
@@ -15,9 +16,8 @@ import { DEFAULT_IP_HEADERS, type IpHeaderOrder } from './client-ip';
 import { GenerationalCache } from './cache';
 import { DeviceIdCache, type SaltKeeper } from './identity';
 import { dedupeMsgId, dedupeOpId, takeIdempotencyKey } from './idempotency';
-import { clientIpOf, planEvent, planTrackBody, type OpContext, type PlannedOp } from './ops';
+import { clientIpOf, DEFAULT_EVENT_TIME_LIMITS, planEvent, planTrackBody, type EventTimeLimits, type OpContext, type PlannedOp } from './ops';
 import { EventBody, TrackBody, trackBodyFast, type EventBodyT, type TrackBodyT } from './schemas';
-import { queuedOpProblem } from './storable';
 
 export interface IngestDeps {
   auth: Authenticator;
@@ -29,6 +29,8 @@ export interface IngestDeps {
   /** Headers that may name the client's address (TRUSTED_IP_HEADERS); default all of client-ip.ts IP_HEADERS. */
   ipHeaders?: IpHeaderOrder;
   now?: () => number;
+  /** How far back an event time may be (INGEST_MAX_PAST_DAYS, RETENTION_DAYS); default ops.ts DEFAULT_EVENT_TIME_LIMITS. */
+  eventTimeLimits?: EventTimeLimits;
   /** Redis could not be asked: the request goes on without rate limit and live update. */
   onDegraded?: (what: string, err: unknown) => void;
   onRateLimited?: (scope: string) => void;
@@ -109,6 +111,7 @@ const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, s
 export function ingestRoutes(deps: IngestDeps): Route[] {
   const now = deps.now ?? Date.now;
   const ipHeaders = deps.ipHeaders ?? DEFAULT_IP_HEADERS;
+  const limits = deps.eventTimeLimits ?? DEFAULT_EVENT_TIME_LIMITS;
   const deviceIds = new DeviceIdCache(50_000);
   // What a user-agent says, once per distinct string: a bot (isbot), and a server (no browser,
   // no OS: absent, node, okhttp/..., curl/...), which the worker's enrich step decides the same
@@ -148,7 +151,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     const projectId = client.projectId;
     const receivedMs = now();
     const userAgent = req.headers['user-agent'] ?? null;
-    const ctx: OpContext = { projectId, receivedMs, userAgent, ip: null };
+    const ctx: OpContext = { projectId, receivedMs, userAgent, ip: null, limits };
     const planned = plan(body, ctx);
     const ip = clientIpOf(req, planned.ipOverride, ipHeaders);
     let deviceId: string;

@@ -45,6 +45,48 @@ export function isoTime(ms: number): string {
 /** A time more than this far in the future is replaced by the receipt time. */
 export const FUTURE_TOLERANCE_MS = 60_000;
 
+/**
+ * INGEST_MAX_PAST_DAYS' default: about ten years, so an import of a site's history still
+ * works, while one write client cannot spread its events over centuries (every month of
+ * event time is a partition of `events`, every hour a unit of rollup work: docs/decisions.md).
+ */
+export const DEFAULT_MAX_PAST_DAYS = 3660;
+const DAY_MS = 86_400_000;
+
+/** How far back an event time may be (docs/decisions.md, "Ingest"). */
+export interface EventTimeLimits {
+  /** INGEST_MAX_PAST_DAYS: days before receipt. */
+  maxPastDays: number;
+  /** RETENTION_DAYS (0: none): an older event would be deleted within the hour, so it is refused too. */
+  retentionDays: number;
+}
+
+export const DEFAULT_EVENT_TIME_LIMITS: EventTimeLimits = { maxPastDays: DEFAULT_MAX_PAST_DAYS, retentionDays: 0 };
+
+/**
+ * The earliest event time accepted at `receivedMs`: `maxPastDays` before it (or
+ * `retentionDays`, when shorter), and never before 1970-01-01 (event ids are UUIDv7, whose
+ * time part counts milliseconds since then).
+ */
+export function earliestEventMs(receivedMs: number, limits: EventTimeLimits = DEFAULT_EVENT_TIME_LIMITS): number {
+  return Math.max(0, receivedMs - pastDays(limits) * DAY_MS);
+}
+
+const byRetention = (l: EventTimeLimits): boolean => l.retentionDays > 0 && l.retentionDays < l.maxPastDays;
+const pastDays = (l: EventTimeLimits): number => (byRetention(l) ? l.retentionDays : l.maxPastDays);
+
+/** What is wrong with a sent event time, or null when it is accepted (a future one is: it becomes the receipt time). */
+export function eventTimeProblem(sentMs: number, receivedMs: number, limits: EventTimeLimits = DEFAULT_EVENT_TIME_LIMITS): string | null {
+  const window = receivedMs - pastDays(limits) * DAY_MS;
+  if (sentMs >= window && sentMs >= 0) return null;
+  const rule = window < 0
+    ? 'event times start at 1970-01-01T00:00:00Z'
+    : byRetention(limits)
+      ? `event times are accepted up to ${limits.retentionDays} days before receipt (RETENTION_DAYS: older events are deleted)`
+      : `event times are accepted up to ${limits.maxPastDays} days before receipt (INGEST_MAX_PAST_DAYS)`;
+  return `${new Date(sentMs).toISOString()} is too far in the past: ${rule}, so from ${new Date(Math.max(0, window)).toISOString()}`;
+}
+
 export interface Reserved {
   timestampMs: number | null;
   ip: string | null;
@@ -167,6 +209,8 @@ export interface OpContext {
   receivedMs: number;
   userAgent: string | null;
   ip: string | null;
+  /** How far back an event time may be; default DEFAULT_EVENT_TIME_LIMITS. */
+  limits?: EventTimeLimits;
 }
 
 /** What the op needs before the device is known; `build` finishes it once the device id is chosen. */
@@ -181,10 +225,14 @@ export interface PlannedOp {
   build(deviceId: string, ip: string | null): QueuedOp;
 }
 
+const EVENT_TIMESTAMP = ['timestamp'];
+const EVENT_PROPS_TIMESTAMP = ['properties', '__timestamp'];
+const TRACK_TIMESTAMP = ['payload', 'properties', '__timestamp'];
+
 export function planEvent(body: EventBodyT, ctx: OpContext): PlannedOp {
   const { properties, reserved } = splitReserved(body.properties, ['properties']);
   const sent = body.timestamp ? parseIsoMs(body.timestamp) : reserved.timestampMs;
-  return planTrack(body.name, properties, reserved, body.profileId ?? null, [], sent, ctx);
+  return planTrack(body.name, properties, reserved, body.profileId ?? null, [], sent, ctx, body.timestamp ? EVENT_TIMESTAMP : EVENT_PROPS_TIMESTAMP);
 }
 
 function planTrack(
@@ -195,7 +243,13 @@ function planTrack(
   groups: string[],
   sentMs: number | null,
   ctx: OpContext,
+  timePath: readonly string[],
 ): PlannedOp {
+  if (sentMs !== null) {
+    // Too far in the past: a 400 naming the field (the future is replaced by the receipt time).
+    const problem = eventTimeProblem(sentMs, ctx.receivedMs, ctx.limits);
+    if (problem) throw new BadRequestError(`${timePath.join('.')}: ${problem}`, [{ path: [...timePath], message: problem }]);
+  }
   return new PlannedTrack(name, properties, reserved, profileId, groups, eventTimeMs(sentMs, ctx.receivedMs), ctx);
 }
 
@@ -256,7 +310,7 @@ export function planTrackBody(body: TrackBodyT, ctx: OpContext): PlannedOp {
     case 'track': {
       const p = body.payload;
       const { properties, reserved } = splitReserved(p.properties, ['payload', 'properties']);
-      return planTrack(p.name, properties, reserved, p.profileId ?? null, p.groups ?? [], reserved.timestampMs, ctx);
+      return planTrack(p.name, properties, reserved, p.profileId ?? null, p.groups ?? [], reserved.timestampMs, ctx, TRACK_TIMESTAMP);
     }
     case 'identify': {
       const p = body.payload;

@@ -210,7 +210,12 @@ export function createMetrics(o: { processMetrics?: boolean } = {}) {
     pgPool: new Gauge({ name: 'tidemark_pg_pool_clients', help: 'PostgreSQL pool clients by state', labelNames: ['state'], registers: r }),
     readAdmission: new Gauge({ name: 'tidemark_read_statements', help: 'Heavy read statements by state: running (holding a READ_CONCURRENCY slot) or waiting for one', labelNames: ['state'], registers: r }),
     redisUp: new Gauge({ name: 'tidemark_redis_up', help: '1 when the Redis connection is ready', registers: r }),
-    liveSockets: new Gauge({ name: 'tidemark_live_sockets', help: 'Live-push WebSockets open, by state (authenticating or watching)', labelNames: ['state'], registers: r }),
+    liveSockets: new Gauge({ name: 'tidemark_live_sockets', help: 'Live-push WebSockets open, by state: authenticating (not yet authenticated) or watching (authenticated)', labelNames: ['state'], registers: r }),
+    liveRefusals: new Counter({
+      name: 'tidemark_live_socket_refusals_total',
+      help: 'Live-push WebSockets closed for want of a slot or of time, by reason: server_full (1013), project_full (4429), authenticating_full or authenticating_displaced (4430), auth_timeout (4408, or 4503 while checking)',
+      labelNames: ['reason'], registers: r,
+    }),
   };
 }
 

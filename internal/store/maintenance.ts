@@ -1,5 +1,6 @@
 // SQL of the periodic jobs: session-end lookups and retention.
-import type { Pool } from './db';
+import { transaction, type Pool } from './db';
+import { PARTITION_LOCK_TIMEOUT_MS } from './writes';
 import { rollupKinds } from './rollups';
 
 export async function sessionForEndCheck(db: Pool, sessionId: string): Promise<{ ended: boolean; updatedAtMs: number } | null> {
@@ -42,11 +43,32 @@ export async function applyRetention(db: Pool, days: number): Promise<{ events: 
      WHERE p.relname = 'events'`,
   );
   for (const p of parts.rows) {
-    if (p.upper && new Date(p.upper) <= new Date(cutoff) && /^events_p\d{6}$/.test(p.name)) await db.query(`DROP TABLE ${p.name}`);
+    if (p.upper && new Date(p.upper) <= new Date(cutoff) && /^events_p\d{6}$/.test(p.name)) await dropPartition(db, p.name);
   }
   const ev = await db.query('DELETE FROM events WHERE created_at < $1', [cutoff]);
   const se = await db.query('DELETE FROM sessions WHERE started_at < $1', [cutoff]);
   return { events: ev.rowCount ?? 0, sessions: se.rowCount ?? 0 };
+}
+
+/**
+ * Drops a partition of `events`, which takes an ACCESS EXCLUSIVE lock on `events`: waited for
+ * at most PARTITION_LOCK_TIMEOUT_MS a few times (as PartitionKeeper creates them), so that a
+ * long statement cannot queue every writer and reader behind the drop. Not granted: the
+ * partition stays until the next run (the row-by-row delete that follows empties it).
+ */
+async function dropPartition(db: Pool, name: string): Promise<void> {
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    try {
+      await transaction(db, async (c) => {
+        await c.query(`SET LOCAL lock_timeout = ${PARTITION_LOCK_TIMEOUT_MS}`);
+        await c.query(`DROP TABLE ${name}`);
+      });
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== '55P03') throw err;
+      await new Promise((r) => setTimeout(r, 100 + Math.random() * 400));
+    }
+  }
 }
 
 /** Open sessions idle for at least `idleMs` of wall time (the sweep's candidates). */

@@ -5,14 +5,24 @@
 //     the delta: the contribution of the changed sessions and events, computed before and
 //     after by the same refresh functions over temporary tables, added per the catalogue
 //     (rollup-catalogue.ts). Its cost is the change, not the hour.
-// Both in one REPEATABLE READ transaction (one snapshot: what a recompute reads and which
-// delta rows it consumes agree); log entries are removed afterwards, each only at the version
+// A round takes at most `roundHours` (project, hour) pairs, in transactions of at most
+// `transactionHours` pairs, each committed on its own and picked anew in turn across projects
+// (one project's backlog of late hours cannot hold another's hour back for more than a
+// transaction or two): a transaction's locks (partitions of events, rollup rows) and time,
+// and a round's, are bounded whatever the backlog.
+// Each transaction is REPEATABLE READ (one snapshot: what a recompute reads and which delta
+// rows it consumes agree); log entries are removed afterwards, each only at the version
 // read, so an hour changed meanwhile stays logged (and read raw) for the next round.
 import type { Pool, PoolClient } from './db';
 import { catalogueEntry, isCatalogued, measuresOf, ROLLUP_CATALOGUE, type RollupEntry } from './rollup-catalogue';
 
 export interface RefreshResult {
+  /** Log entries (rollup_invalidations rows) dealt with; 0: nothing was due. */
   buckets: number;
+  /** (project, hour) pairs the round picked (at most `roundHours`). */
+  hours: number;
+  /** Transactions it committed (each at most `transactionHours` of the pairs). */
+  transactions: number;
 }
 
 /** Every rollup relation (sql/007_rollup_registry.sql). */
@@ -43,8 +53,13 @@ export async function rollupKinds(db: Pool): Promise<RollupKinds> {
 /** Identifiers from rollup_registry are quoted before they reach SQL text. */
 const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
 
+/** ROLLUP_REFRESH_ROUND_HOURS' default: (project, hour) pairs one round takes at most. */
+export const DEFAULT_ROUND_HOURS = 240;
+/** ROLLUP_REFRESH_TRANSACTION_HOURS' default: pairs one of its transactions takes at most. */
+export const DEFAULT_TRANSACTION_HOURS = 12;
+
 export interface RefreshOptions {
-  /** Entries (rows) taken in one call; default 500. */
+  /** Log entries (rows) one round takes at most; default: no limit but `roundHours`. */
   limit?: number;
   /** Only buckets that ended before this (default: the start of the current hour, whose sessions are still changing every second). */
   before?: Date;
@@ -52,6 +67,7 @@ export interface RefreshOptions {
    * ROLLUP_REFRESH_QUIET_MS: a bucket is recomputed only once nothing changed it for this
    * long (its entries' latest `last_at`), so a burst of late writes into a past hour costs
    * one recompute of the hour, not one per refresh round it spans. 0 (default): at once.
+   * A project's deltas go in by the same rule, over its delta log.
    */
   quietMs?: number;
   /**
@@ -60,6 +76,10 @@ export interface RefreshOptions {
    * recomputed every so often. Only with quietMs > 0.
    */
   maxDelayMs?: number;
+  /** ROLLUP_REFRESH_ROUND_HOURS: (project, hour) pairs a round takes at most (default DEFAULT_ROUND_HOURS). */
+  roundHours?: number;
+  /** ROLLUP_REFRESH_TRANSACTION_HOURS: pairs one transaction takes at most (default DEFAULT_TRANSACTION_HOURS). */
+  transactionHours?: number;
 }
 
 /** One refresh at a time: its snapshot must follow the previous one's commit. */
@@ -71,18 +91,34 @@ interface Entry {
   bucket: Date;
   shard: number;
   version: string;
+}
+
+/** A (project, hour) a round takes: recomputed (a due rebuild hour), or brought up to date by its deltas. */
+interface Pick {
+  project_id: string;
+  bucket: Date;
+  recompute: boolean;
+}
+
+/** A logged (project, hour), as the round's pick reads it. */
+interface Candidate {
+  project_id: string;
+  bucket: Date;
   rebuild: boolean;
+  entries: number;
   first_at: Date;
   last_at: Date;
 }
 
 const hourKey = (p: string, b: Date | number): string => `${p}\u0000${typeof b === 'number' ? b : b.getTime()}`;
+const entryKey = (e: { project_id: string; bucket: Date; shard: number }): string => `${hourKey(e.project_id, e.bucket)}\u0000${e.shard}`;
 
 /**
- * Refreshes: every pending delta, and up to `limit` entries of hours to recompute that ended
- * before `before` and are due (see RefreshOptions). Reads are exact whatever is due: a logged
- * bucket is read from the raw rows until its entries are refreshed away. Returns the number of
- * log entries it dealt with (0: nothing was due).
+ * Refreshes up to `roundHours` (project, hour) pairs that are due (see RefreshOptions): hours
+ * to recompute that ended before `before`, and hours whose changes were logged as deltas, in
+ * transactions of `transactionHours` taken in turn across projects. Reads are exact
+ * whatever is due: a logged bucket is read from the raw rows until its entries are refreshed
+ * away. Returns the number of log entries it dealt with (0: nothing was due).
  */
 export async function refreshRollups(db: Pool, timescale: boolean, opts: RefreshOptions = {}): Promise<RefreshResult> {
   const c = await db.connect();
@@ -101,103 +137,204 @@ export async function refreshRollups(db: Pool, timescale: boolean, opts: Refresh
 /** Pools whose database has sql/025 (a schema only moves forward: checked until it has). */
 const schemaReady = new WeakSet<Pool>();
 
+interface Schema {
+  deltas: boolean;
+  times: boolean;
+}
+
+/** When each project was last served by a transaction, per database: who goes first in the next. */
+const served = new WeakMap<Pool, { round: number; last: Map<string, number> }>();
+
 async function refreshRound(db: Pool, c: PoolClient, timescale: boolean, opts: RefreshOptions): Promise<RefreshResult> {
   const before = opts.before ?? new Date(Math.floor(Date.now() / HOUR_MS) * HOUR_MS);
   const quietMs = opts.quietMs ?? 0;
   const maxDelayMs = Math.max(quietMs, opts.maxDelayMs ?? 300_000);
-  const limit = opts.limit ?? 500;
   const kinds = await rollupKinds(c as unknown as Pool);
   // A database not yet migrated to sql/025 (an upgrade under way) logs no deltas: every entry
   // is a recompute.
-  const schema = schemaReady.has(db) ? { deltas: true, times: true } : (await c.query<{ deltas: boolean; times: boolean }>(
+  const schema: Schema = schemaReady.has(db) ? { deltas: true, times: true } : (await c.query<Schema>(
     `SELECT to_regclass('public.rollup_delta_sessions') IS NOT NULL AS deltas,
             EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'public'
                     AND table_name = 'rollup_invalidations' AND column_name = 'first_at') AS times`)).rows[0]!;
   if (schema.deltas && schema.times) schemaReady.add(db);
-  const deltas = schema.deltas;
-  const rebuildCol = deltas ? 'rebuild' : 'true AS rebuild';
-  const timeCols = schema.times ? 'first_at, last_at' : 'now() AS first_at, now() AS last_at';
+  const roundHours = Math.max(1, opts.roundHours ?? DEFAULT_ROUND_HOURS);
+  const perTransaction = Math.max(1, opts.transactionHours ?? DEFAULT_TRANSACTION_HOURS);
+  const limit = opts.limit ?? Number.POSITIVE_INFINITY;
+  const result: RefreshResult = { buckets: 0, hours: 0, transactions: 0 };
+  // Picked anew for each transaction: an hour another project logs meanwhile goes in the next
+  // one, not in the next round.
+  while (result.hours < roundHours && result.buckets < limit) {
+    const picks = await pickHours(db, c, schema, {
+      before, quietMs, maxDelayMs, hours: Math.min(perTransaction, roundHours - result.hours), limit: limit - result.buckets,
+    });
+    if (!picks.length) break;
+    result.buckets += await refreshTransaction(c, timescale, kinds, schema, picks);
+    result.hours += picks.length;
+    result.transactions++;
+  }
+  return result;
+}
 
+/**
+ * The (project, hour) pairs the next transaction takes, at most `hours`: the due hours of
+ * each project (recomputes that ended before `before` and are quiet or waited long enough;
+ * delta hours of a project whose delta log is quiet or waited long enough), oldest logged
+ * first; projects served least recently first, one hour of each in turn. So a project with
+ * an hour waiting goes in the next transaction however many hours another has waiting, and
+ * one that a full transaction left out goes first in the one after.
+ */
+async function pickHours(
+  db: Pool, c: PoolClient, schema: Schema,
+  o: { before: Date; quietMs: number; maxDelayMs: number; hours: number; limit: number },
+): Promise<Pick[]> {
+  const rebuild = schema.deltas ? 'bool_or(rebuild)' : 'true';
+  const times = schema.times ? 'min(first_at) AS first_at, max(last_at) AS last_at' : 'now() AS first_at, now() AS last_at';
+  const { rows } = await c.query<Candidate>(
+    `SELECT project_id, bucket, ${rebuild} AS rebuild, count(*)::int AS entries, ${times}
+     FROM public.rollup_invalidations GROUP BY project_id, bucket`);
+  // Projects whose deltas wait: something logged within quietMs, and nothing for maxDelayMs.
+  const waiting = new Set<string>();
+  if (schema.deltas && o.quietMs > 0 && rows.some((r) => !r.rebuild)) {
+    const r = await c.query<{ project_id: string }>(
+      `SELECT project_id FROM (SELECT project_id, at FROM public.rollup_delta_sessions UNION ALL SELECT project_id, at FROM public.rollup_delta_events) x
+       GROUP BY project_id
+       HAVING max(at) > now() - $1 * interval '1 millisecond' AND min(at) > now() - $2 * interval '1 millisecond'`,
+      [o.quietMs, o.maxDelayMs]);
+    for (const x of r.rows) waiting.add(x.project_id);
+  }
+  const now = Date.now();
+  const byProject = new Map<string, (Candidate & { recompute: boolean })[]>();
+  for (const x of rows) {
+    if (x.rebuild) {
+      if (x.bucket >= o.before) continue;
+      const due = o.quietMs <= 0 || x.last_at.getTime() <= now - o.quietMs || x.first_at.getTime() <= now - o.maxDelayMs;
+      if (!due) continue;
+    } else if (waiting.has(x.project_id)) continue;
+    const list = byProject.get(x.project_id) ?? [];
+    list.push({ ...x, recompute: x.rebuild });
+    byProject.set(x.project_id, list);
+  }
+  // Delta log rows of hours nobody logged (none are expected; they would otherwise wait
+  // forever): taken once the log is empty.
+  if (!rows.length && schema.deltas) {
+    const orphans = await c.query<{ project_id: string; bucket: Date }>(
+      `SELECT DISTINCT project_id, bucket FROM (
+         SELECT project_id, date_trunc('hour', started_at, 'UTC') AS bucket FROM public.rollup_delta_sessions
+         UNION ALL SELECT project_id, date_trunc('hour', created_at, 'UTC') FROM public.rollup_delta_events) x
+       WHERE NOT EXISTS (SELECT 1 FROM public.rollup_invalidations i WHERE i.project_id = x.project_id AND i.bucket = x.bucket)
+       LIMIT $1`, [o.hours]);
+    for (const x of orphans.rows) {
+      if (waiting.has(x.project_id)) continue;
+      const list = byProject.get(x.project_id) ?? [];
+      list.push({ ...x, rebuild: false, entries: 0, first_at: new Date(0), last_at: new Date(0), recompute: false });
+      byProject.set(x.project_id, list);
+    }
+  }
+  let state = served.get(db);
+  if (!state) served.set(db, (state = { round: 0, last: new Map() }));
+  const lastServed = state.last;
+  const queues = [...byProject].map(([project, hours]) => ({
+    project,
+    hours: hours.sort((a, b) => a.first_at.getTime() - b.first_at.getTime() || a.bucket.getTime() - b.bucket.getTime()),
+  }));
+  queues.sort((a, b) => (lastServed.get(a.project) ?? -1) - (lastServed.get(b.project) ?? -1)
+    || a.hours[0]!.first_at.getTime() - b.hours[0]!.first_at.getTime() || (a.project < b.project ? -1 : a.project > b.project ? 1 : 0));
+  const picks: Pick[] = [];
+  let entries = 0;
+  for (let i = 0, more = true; more && picks.length < o.hours && entries < o.limit; i++) {
+    more = false;
+    for (const q of queues) {
+      const h = q.hours[i];
+      if (!h) continue;
+      more = true;
+      if (picks.length >= o.hours || entries >= o.limit) break;
+      picks.push({ project_id: h.project_id, bucket: h.bucket, recompute: h.recompute });
+      entries += h.entries;
+    }
+  }
+  state.round++;
+  for (const p of picks) lastServed.set(p.project_id, state.round);
+  // Projects with nothing logged are forgotten (the map holds the ones with a backlog).
+  for (const p of [...lastServed.keys()]) if (!byProject.has(p)) lastServed.delete(p);
+  return picks;
+}
+
+/**
+ * One transaction of a round: the picked hours' deltas (with every delta row of the
+ * sessions they reach: a session's delta is computed whole) and recomputes. Returns the
+ * number of log entries it dealt with.
+ */
+async function refreshTransaction(c: PoolClient, timescale: boolean, kinds: RollupKinds, schema: Schema, picks: Pick[]): Promise<number> {
+  const keys = [picks.map((p) => p.project_id), picks.map((p) => p.bucket.toISOString())];
   // Continuous aggregates refresh outside a transaction block, over whole hour ranges (every
-  // project of an hour): each logged hour that this round may take. An entry changed after
-  // this read may not be in the refreshed aggregate: it is kept for the next round.
+  // project of an hour): the picked hours. An entry changed after this read, or of an hour
+  // not picked (one a picked session's delta completes), is kept for the next round.
   let caggVersions: Map<string, string> | null = null;
   if (timescale && kinds.caggs.length) {
-    const { rows } = await c.query<{ project_id: string; bucket: Date; shard: number; version: string }>(
-      `SELECT project_id, bucket, shard, version FROM rollup_invalidations WHERE bucket < $1${deltas ? ' OR NOT rebuild' : ''}`, [before.toISOString()]);
-    caggVersions = new Map(rows.map((r) => [`${hourKey(r.project_id, r.bucket)}\u0000${r.shard}`, r.version]));
-    await refreshCaggs(c, kinds.caggs, [...new Set(rows.map((r) => r.bucket.getTime()))].sort((a, b) => a - b));
+    const { rows } = await c.query<Entry>(
+      `SELECT i.project_id, i.bucket, i.shard, i.version FROM rollup_invalidations i
+       JOIN unnest($1::text[], $2::timestamptz[]) AS k(p, b) ON i.project_id = k.p AND i.bucket = k.b`, keys);
+    caggVersions = new Map(rows.map((r) => [entryKey(r), r.version]));
+    await refreshCaggs(c, kinds.caggs, [...new Set(picks.map((p) => p.bucket.getTime()))].sort((a, b) => a - b));
   }
 
   await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-  let done: Entry[] = [];
-  let dealt = 0;
+  let done: Entry[];
   try {
-    const { rows: entries } = await c.query<Entry>(
-      `SELECT project_id, bucket, shard, version, ${rebuildCol}, ${timeCols} FROM public.rollup_invalidations ORDER BY bucket, project_id, shard`);
-    const rebuildHours = new Set(entries.filter((e) => e.rebuild).map((e) => hourKey(e.project_id, e.bucket)));
-    // Hours to recompute now: ended before `before`, due, in order, up to `limit` entries.
-    const byHour = new Map<string, Entry[]>();
-    for (const e of entries) {
-      const k = hourKey(e.project_id, e.bucket);
-      byHour.set(k, [...(byHour.get(k) ?? []), e]);
-    }
-    const now = Date.now();
-    const due: Entry[][] = [];
-    let taken = 0;
-    for (const [k, group] of byHour) {
-      if (!rebuildHours.has(k) || group[0]!.bucket >= before || taken >= limit) continue;
-      const quiet = quietMs <= 0 || group.every((e) => e.last_at.getTime() <= now - quietMs) || group.some((e) => e.first_at.getTime() <= now - maxDelayMs);
-      if (!quiet) continue;
-      due.push(group);
-      taken += group.length;
-    }
-    const deltaEntries = entries.filter((e) => !rebuildHours.has(hourKey(e.project_id, e.bucket)));
-
-    // Deltas go in once nothing was logged for quietMs (a burst in one round) or the oldest
-    // waited maxDelayMs, and always with a recompute: it must consume the deltas it covers.
-    let deltaDue = false;
-    if (deltas) {
-      const r = await c.query<{ due: boolean }>(
-        `SELECT coalesce(max(at) <= now() - $1 * interval '1 millisecond' OR min(at) <= now() - $2 * interval '1 millisecond', true) AS due
-         FROM (SELECT at FROM public.rollup_delta_sessions UNION ALL SELECT at FROM public.rollup_delta_events) x`,
-        [quietMs, maxDelayMs]);
-      // (nothing logged: due, so that entries whose deltas are in go)
-      deltaDue = due.length > 0 || (r.rows[0]?.due === true && deltaEntries.length > 0) || quietMs <= 0;
-    }
+    await c.query('CREATE TEMP TABLE tm_pick (project_id text, bucket timestamptz, recompute boolean) ON COMMIT DROP');
+    await c.query('INSERT INTO tm_pick SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bool[])', [...keys, picks.map((p) => p.recompute)]);
     const fnRelations = await refreshFunctions(c);
-    const sketchHours = deltaDue ? await applyDeltas(c, fnRelations, entries.filter((e) => e.rebuild)) : [];
-    // The refresh functions build a local day when no other hour of it awaits a recompute:
-    // they see a temporary rollup_invalidations holding those hours (delta hours are exact by
-    // now), from which each recomputed hour goes once it is done.
-    const recomputing = due.length > 0 || sketchHours.length > 0 || (deltaDue && deltaEntries.length > 0 && [...fnRelations].some(([, rels]) => !rels.every(isCatalogued)));
-    if (recomputing) await shadowInvalidations(c, entries.filter((e) => e.rebuild));
-    // Functions whose tables cannot take a delta (the hll sketches' distinct counts): their
-    // delta hours are recomputed.
+    // (a recompute pick is a rebuild hour in this snapshot too: only the refresh removes entries, one at a time)
+    const due = picks.filter((p) => p.recompute);
+    const picked = schema.deltas ? await pickDeltaRows(c) : 0;
+    const sketchHours = picked > 0 ? await applyDeltas(c, fnRelations) : [];
+    // Hours now exact in the rollups: logged, no rebuild entry, no delta row left in this snapshot.
+    await c.query(schema.deltas ? `CREATE TEMP TABLE tm_completed ON COMMIT DROP AS
+      SELECT DISTINCT h.project_id, h.bucket FROM (
+        SELECT project_id, bucket FROM tm_pick WHERE NOT recompute
+        UNION SELECT project_id, date_trunc('hour', started_at, 'UTC') FROM tm_d_rows_s
+        UNION SELECT project_id, date_trunc('hour', created_at, 'UTC') FROM tm_d_rows_e
+      ) h
+      WHERE EXISTS (SELECT 1 FROM public.rollup_invalidations i WHERE i.project_id = h.project_id AND i.bucket = h.bucket)
+        AND NOT EXISTS (SELECT 1 FROM public.rollup_invalidations i WHERE i.project_id = h.project_id AND i.bucket = h.bucket AND i.rebuild)
+        AND NOT EXISTS (SELECT 1 FROM public.rollup_delta_sessions s WHERE s.project_id = h.project_id
+                        AND s.started_at >= h.bucket AND s.started_at < h.bucket + interval '1 hour')
+        AND NOT EXISTS (SELECT 1 FROM public.rollup_delta_events e WHERE e.project_id = h.project_id
+                        AND e.created_at >= h.bucket AND e.created_at < h.bucket + interval '1 hour')`
+      : 'CREATE TEMP TABLE tm_completed (project_id text, bucket timestamptz) ON COMMIT DROP');
+    const completed = (await c.query<{ project_id: string; bucket: Date }>('SELECT project_id, bucket FROM tm_completed ORDER BY bucket, project_id')).rows;
     const nonAdditive = [...fnRelations].filter(([, rels]) => !rels.every(isCatalogued)).map(([fn]) => fn);
-    if (nonAdditive.length && deltaDue) {
-      const hours = new Map(deltaEntries.map((e) => [hourKey(e.project_id, e.bucket), e]));
-      await refreshHours(c, nonAdditive, [...hours.values()], false);
-    }
+    // The refresh functions build a local day when no other hour of it awaits a recompute or
+    // a delta: they see a temporary rollup_invalidations holding those hours, from which each
+    // recomputed hour goes once it is done.
+    const recomputing = due.length > 0 || sketchHours.length > 0 || (completed.length > 0 && nonAdditive.length > 0);
+    if (recomputing) await shadowInvalidations(c);
+    // Functions whose tables cannot take a delta (the hll sketches' distinct counts): their
+    // completed delta hours are recomputed.
+    if (nonAdditive.length) await refreshHours(c, nonAdditive, completed, false);
     // Sketch hours something may have left (see the catalogue's `unions`): recomputed.
     const sketchFns = [...fnRelations].filter(([, rels]) => rels.some((r) => catalogueEntry(r)?.unions)).map(([fn]) => fn);
     await refreshHours(c, sketchFns, sketchHours, false);
     // Every due hour's functions, then its shadow entry gone, hour after hour: one statement.
-    await refreshHours(c, kinds.refreshFunctions, due.map((group) => group[0]!), true);
+    await refreshHours(c, kinds.refreshFunctions, due, true);
     if (recomputing) {
       await c.query('DROP TABLE pg_temp.rollup_invalidations');
       await c.query('DISCARD PLANS');
     }
+    // The entries dealt with, at the version this snapshot read.
+    done = (await c.query<Entry>(
+      `SELECT i.project_id, i.bucket, i.shard, i.version FROM public.rollup_invalidations i
+       JOIN unnest($1::text[], $2::timestamptz[]) AS k(p, b) ON i.project_id = k.p AND i.bucket = k.b`,
+      [[...due, ...completed].map((h) => h.project_id), [...due, ...completed].map((h) => h.bucket.toISOString())])).rows;
     await c.query('COMMIT');
-    done = [...due.flat(), ...(deltaDue ? deltaEntries : [])];
-    dealt = done.length;
-    if (caggVersions) {
-      const versions = caggVersions;
-      done = done.filter((e) => versions.get(`${hourKey(e.project_id, e.bucket)}\u0000${e.shard}`) === e.version);
-    }
   } catch (err) {
     await c.query('ROLLBACK').catch(() => {});
     throw err;
+  }
+  const dealt = done.length;
+  if (caggVersions) {
+    const versions = caggVersions;
+    done = done.filter((e) => versions.get(entryKey(e)) === e.version);
   }
   if (done.length) {
     await c.query(
@@ -206,7 +343,33 @@ async function refreshRound(db: Pool, c: PoolClient, timescale: boolean, opts: R
       [done.map((e) => e.project_id), done.map((e) => e.bucket.toISOString()), done.map((e) => e.shard), done.map((e) => e.version)],
     );
   }
-  return { buckets: dealt };
+  return dealt;
+}
+
+/**
+ * The delta log rows this transaction consumes, into tm_d_rows_s and tm_d_rows_e: those of
+ * the picked hours (a session's by its start hour, an event's by its own), and every row of
+ * the sessions they name, so that each session's delta is computed whole (its events are
+ * read together with it, before and after). Returns how many rows.
+ */
+async function pickDeltaRows(c: PoolClient): Promise<number> {
+  await c.query(`CREATE TEMP TABLE tm_d_sids ON COMMIT DROP AS
+    SELECT s.session_id FROM public.rollup_delta_sessions s
+    JOIN tm_pick k ON s.project_id = k.project_id AND s.started_at >= k.bucket AND s.started_at < k.bucket + interval '1 hour'
+    UNION
+    SELECT e.session_id FROM public.rollup_delta_events e
+    JOIN tm_pick k ON e.project_id = k.project_id AND e.created_at >= k.bucket AND e.created_at < k.bucket + interval '1 hour'
+    WHERE e.session_id IS NOT NULL`);
+  await c.query('ANALYZE tm_d_sids');
+  const s = await c.query(`CREATE TEMP TABLE tm_d_rows_s ON COMMIT DROP AS
+    SELECT * FROM public.rollup_delta_sessions WHERE session_id IN (SELECT session_id FROM tm_d_sids)`);
+  const e = await c.query(`CREATE TEMP TABLE tm_d_rows_e ON COMMIT DROP AS
+    SELECT * FROM public.rollup_delta_events WHERE seq IN (
+      SELECT seq FROM public.rollup_delta_events WHERE session_id IN (SELECT session_id FROM tm_d_sids)
+      UNION
+      SELECT d.seq FROM public.rollup_delta_events d
+      JOIN tm_pick k ON d.project_id = k.project_id AND d.created_at >= k.bucket AND d.created_at < k.bucket + interval '1 hour')`);
+  return (s.rowCount ?? 0) + (e.rowCount ?? 0);
 }
 
 /**
@@ -246,14 +409,20 @@ async function refreshFunctions(c: PoolClient): Promise<Map<string, string[]>> {
   return m;
 }
 
-async function shadowInvalidations(c: PoolClient, rebuildEntries: Entry[]): Promise<void> {
+/**
+ * The transaction's view of the log for the refresh functions (tm_day_build builds a day
+ * when no other hour of it is logged): a temporary rollup_invalidations, first in the search
+ * path, holding every entry of this snapshot but those of the delta hours it completed. An
+ * hour whose deltas wait for a later transaction stays in it: its hourly rows lack them, so
+ * its day is not built from raw rows now (the delta would then count twice).
+ */
+async function shadowInvalidations(c: PoolClient): Promise<void> {
   await c.query(`CREATE TEMP TABLE rollup_invalidations (LIKE public.rollup_invalidations INCLUDING DEFAULTS) ON COMMIT DROP;
     CREATE INDEX ON pg_temp.rollup_invalidations (project_id, bucket);`);
   await c.query(
     `INSERT INTO pg_temp.rollup_invalidations (project_id, bucket, shard, version)
-     SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::int4[], $4::int8[])`,
-    [rebuildEntries.map((e) => e.project_id), rebuildEntries.map((e) => e.bucket.toISOString()), rebuildEntries.map((e) => e.shard),
-      rebuildEntries.map((e) => e.version)],
+     SELECT i.project_id, i.bucket, i.shard, i.version FROM public.rollup_invalidations i
+     WHERE NOT EXISTS (SELECT 1 FROM tm_completed x WHERE x.project_id = i.project_id AND x.bucket = i.bucket)`,
   );
   await c.query('ANALYZE pg_temp.rollup_invalidations');
   // Cached plans of the functions name the real table; a new temporary one invalidates nothing.
@@ -316,25 +485,22 @@ async function ensureShadows(c: PoolClient, relations: string[]): Promise<void> 
 async function applyDeltas(
   c: PoolClient,
   fnRelations: Map<string, string[]>,
-  rebuildEntries: Entry[],
 ): Promise<{ project_id: string; bucket: Date }[]> {
-  const pending = await c.query<{ n: boolean }>(
-    'SELECT EXISTS (SELECT 1 FROM public.rollup_delta_sessions) OR EXISTS (SELECT 1 FROM public.rollup_delta_events) AS n');
-  if (!pending.rows[0]?.n) return [];
   const additive = [...fnRelations].filter(([, rels]) => rels.every(isCatalogued));
   const relations = additive.flatMap(([, rels]) => rels);
   await ensureShadows(c, relations);
   const shadows = [...SHADOWED_SOURCES, ...relations];
   await c.query([BEFORE, AFTER].flatMap((schema) => shadows.map((t) => `DELETE FROM ${schema}.${ident(t)};`)).join('\n'));
 
+  // The rows pickDeltaRows took for this transaction (not every logged row: a round is bounded).
   await c.query(`CREATE TEMP TABLE tm_d_sessions ON COMMIT DROP AS
-    SELECT DISTINCT ON (session_id) project_id, session_id, started_at, old FROM public.rollup_delta_sessions ORDER BY session_id, seq`);
+    SELECT DISTINCT ON (session_id) project_id, session_id, started_at, old FROM tm_d_rows_s ORDER BY session_id, seq`);
   await c.query(`CREATE TEMP TABLE tm_d_events ON COMMIT DROP AS
     SELECT DISTINCT ON (created_at, event_id) project_id, event_id, created_at, session_id, op, old
-    FROM public.rollup_delta_events ORDER BY created_at, event_id, seq`);
-  await c.query('CREATE TEMP TABLE tm_rebuild (project_id text, bucket timestamptz) ON COMMIT DROP');
-  await c.query('INSERT INTO tm_rebuild SELECT DISTINCT * FROM unnest($1::text[], $2::timestamptz[])',
-    [rebuildEntries.map((e) => e.project_id), rebuildEntries.map((e) => e.bucket.toISOString())]);
+    FROM tm_d_rows_e ORDER BY created_at, event_id, seq`);
+  // Every hour awaiting a recompute in this snapshot (its recompute covers its deltas).
+  await c.query(`CREATE TEMP TABLE tm_rebuild ON COMMIT DROP AS
+    SELECT DISTINCT project_id, bucket FROM public.rollup_invalidations WHERE rebuild`);
   // Row counts for the planner: the joins below must take the events by index, whatever the hour's size.
   await c.query('ANALYZE tm_d_sessions, tm_d_events, tm_rebuild');
   // After: every event of a logged session and every logged event, as they are now.
@@ -423,8 +589,8 @@ async function applyDeltas(
 
   await promoteUnbuiltDays(c, hours, daysTables);
 
-  await c.query('DELETE FROM public.rollup_delta_sessions');
-  await c.query('DELETE FROM public.rollup_delta_events');
+  await c.query('DELETE FROM public.rollup_delta_sessions WHERE seq IN (SELECT seq FROM tm_d_rows_s)');
+  await c.query('DELETE FROM public.rollup_delta_events WHERE seq IN (SELECT seq FROM tm_d_rows_e)');
   await c.query('DROP TABLE pg_temp.tm_d_sessions, pg_temp.tm_d_events, pg_temp.tm_rebuild');
   return sketchHours;
 }
