@@ -10,9 +10,9 @@ import { blankEventRecord, createEnricher, type Enricher } from '../internal/enr
 import type { QueuedOp, QueuedTrack } from '../internal/model/event';
 import type { SessionState } from '../internal/sessionize/session';
 import { catalogueEntry, isCatalogued, measuresOf } from '../internal/store/rollup-catalogue';
-import { refreshRollups } from '../internal/store/rollups';
 import { commitShardBatch, committedSeq, PartitionKeeper } from '../internal/store/writes';
 import { processOps } from '../internal/worker/processor';
+import { drainRefresh, recomputeAllHours, rollupSnapshot } from './support/rollup-reference';
 import { TestEnv } from './support/harness';
 import { mulberry32 } from './support/random';
 import { UAS } from './support/sessions-traffic';
@@ -36,36 +36,10 @@ after(async () => {
   await env?.teardown();
 });
 
-/** Every service-kept rollup table's rows of the project, in a stable order. */
-async function snapshot(projectId: string): Promise<Record<string, string[]>> {
-  const rels = (await env.db.query<{ relation: string }>('SELECT relation FROM rollup_registry WHERE refresh_fn IS NOT NULL ORDER BY relation')).rows;
-  const out: Record<string, string[]> = {};
-  for (const { relation } of rels) {
-    const r = await env.db.query<{ j: string }>(`SELECT to_jsonb(t)::text AS j FROM "${relation}" t WHERE project_id = $1 ORDER BY 1`, [projectId]);
-    out[relation] = r.rows.map((x) => x.j);
-  }
-  return out;
-}
-
-async function drain(before = new Date('2030-01-01T00:00:00Z')): Promise<number> {
-  let rounds = 0;
-  while ((await refreshRollups(env.db, false, { before })).buckets > 0) rounds++;
-  return rounds;
-}
-
+const snapshot = (projectId: string) => rollupSnapshot(env.db, projectId);
+const drain = (before = new Date('2030-01-01T00:00:00Z')) => drainRefresh(env.db, before);
 /** What recomputing every hour of the project gives (the reference), restoring nothing. */
-async function recomputeAll(projectId: string): Promise<Record<string, string[]>> {
-  await env.db.query(
-    `INSERT INTO rollup_invalidations (project_id, bucket, shard, rebuild)
-     SELECT $1, b, 0, true FROM (
-       SELECT date_trunc('hour', started_at, 'UTC') AS b FROM sessions WHERE project_id = $1
-       UNION SELECT date_trunc('hour', created_at, 'UTC') FROM events WHERE project_id = $1) h
-     ON CONFLICT (project_id, bucket, shard) DO UPDATE SET rebuild = true, version = nextval('rollup_version_seq')`,
-    [projectId],
-  );
-  await drain();
-  return snapshot(projectId);
-}
+const recomputeAll = (projectId: string) => recomputeAllHours(env.db, projectId, new Date('2030-01-01T00:00:00Z'));
 
 test('late writes into rolled-up hours are applied as deltas, and every rollup table equals a recompute', { timeout: 120_000 }, async () => {
   const projectId = await env.project({ timezone: 'Europe/Berlin' });

@@ -16,6 +16,7 @@ import type { SessionState } from '../internal/sessionize/session';
 import { refreshRollups } from '../internal/store/rollups';
 import { commitShardBatch, committedSeq, PartitionKeeper } from '../internal/store/writes';
 import { processOps } from '../internal/worker/processor';
+import { drainRefresh, recomputeAllHours, rollupSnapshot } from './support/rollup-reference';
 import { TestEnv } from './support/harness';
 import { UAS } from './support/sessions-traffic';
 
@@ -36,34 +37,10 @@ after(async () => {
   await env?.teardown();
 });
 
-/** Every service-kept rollup table's rows of the project, in a stable order. */
-async function snapshot(projectId: string): Promise<Record<string, string[]>> {
-  const rels = (await env.db.query<{ relation: string }>('SELECT relation FROM rollup_registry WHERE refresh_fn IS NOT NULL ORDER BY relation')).rows;
-  const out: Record<string, string[]> = {};
-  for (const { relation } of rels) {
-    const r = await env.db.query<{ j: string }>(`SELECT to_jsonb(t)::text AS j FROM "${relation}" t WHERE project_id = $1 ORDER BY 1`, [projectId]);
-    out[relation] = r.rows.map((x) => x.j);
-  }
-  return out;
-}
-
-async function drain(): Promise<void> {
-  while ((await refreshRollups(env.db, false, { before: FAR })).buckets > 0);
-}
-
+const snapshot = (projectId: string) => rollupSnapshot(env.db, projectId);
+const drain = async (): Promise<void> => void (await drainRefresh(env.db, FAR));
 /** What recomputing every hour of the project gives. */
-async function recomputeAll(projectId: string): Promise<Record<string, string[]>> {
-  await env.db.query(
-    `INSERT INTO rollup_invalidations (project_id, bucket, shard, rebuild)
-     SELECT $1, b, 0, true FROM (
-       SELECT date_trunc('hour', started_at, 'UTC') AS b FROM sessions WHERE project_id = $1
-       UNION SELECT date_trunc('hour', created_at, 'UTC') FROM events WHERE project_id = $1) h
-     ON CONFLICT (project_id, bucket, shard) DO UPDATE SET rebuild = true, version = nextval('rollup_version_seq')`,
-    [projectId],
-  );
-  await drain();
-  return snapshot(projectId);
-}
+const recomputeAll = (projectId: string) => recomputeAllHours(env.db, projectId, FAR);
 
 /** Writes ops the way a shard runner does (processOps, partitions, one commit per batch). */
 function writer(stream: string, shard: number) {
