@@ -181,8 +181,9 @@ async function refreshRound(db: Pool, c: PoolClient, timescale: boolean, opts: R
  * their few rows; TRUNCATE of ~130 tables cost 50-400 ms a transaction): their dead rows are
  * vacuumed here, after the round's transactions, once there are enough of them, so a long
  * backlog (many transactions) does not leave every scan of a shadow table reading dead rows
- * when autovacuum is slow or off (measured: 570,000 dead rows in one shadow table after an
- * hour's backlog with autovacuum off, a transaction of 12 hours 5 s -> 25 s).
+ * when autovacuum is slow or off (seen with autovacuum off: 570,000 dead rows in one shadow
+ * table after an hour of backlog, and one call of the refresh functions over 12 hours grown
+ * from a few seconds to over 20).
  */
 async function vacuumShadows(c: PoolClient): Promise<void> {
   const { rows } = await c.query<{ rel: string }>(
