@@ -55,6 +55,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { TestEnv, spawnApp, PG_BASE, post, sleep, uniqueName, type Credentials } from '../test/support/harness';
 import { stopChild } from '../test/support/private-services';
+import { mulberry32 } from '../test/support/random';
 import { TICK_US } from './e2e';
 import { percentile, sequential } from './openloop';
 import { machineInfo, writeSection, type Machine } from './run';
@@ -177,16 +178,6 @@ async function untilQuiet<P>(o: {
 
 // ---- traffic ----
 
-function rng(seed: number) {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const UAS = [
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36',
@@ -237,7 +228,7 @@ interface Visit { ua: string; ip: string; events: { body: unknown }[] }
 
 /** Visits whose events (n in all) fall in [from, to) (ms), each visit's in order. */
 function traffic(n: number, from: number, to: number, seed: number): Visit[] {
-  const r = rng(seed);
+  const r = mulberry32(seed || 1);
   const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)]!;
   const page = () => PAGES[Math.max(0, ZIPF.findIndex((c) => c >= r()))]!;
   const visits: Visit[] = [];

@@ -20,7 +20,7 @@
 //   npx tsx bench/tenant-flood.ts [--far 1200] [--hours 5000] [--quiet 0] [--probe-s 5] [--no-write]
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { get, post, sleep, track, type Credentials } from '../test/support/harness';
+import { get, inPool as pool, post, sleep, track, type Credentials } from '../test/support/harness';
 import { withNpmStart } from './e2e';
 import { machineInfo, writeSection } from './run';
 
@@ -40,17 +40,6 @@ const PROBE_MS = Number(args['probe-s']) * 1000;
 const HOUR = 3_600_000;
 const log = (m: string) => console.error(`[tenant-flood ${new Date().toISOString().slice(11, 19)}] ${m}`);
 
-async function pool<T, R>(items: T[], width: number, fn: (x: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  }));
-  return out;
-}
 
 /** A deterministic shuffle. */
 function shuffle<T>(xs: T[]): T[] {

@@ -7,7 +7,7 @@
 // the full one (1,200 far-past months and a flood of in-window months and hours).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { TestEnv, get, post, startApp, track, waitFor, type Credentials } from './support/harness';
+import { TestEnv, get, inPool as pool, post, startApp, track, waitFor, type Credentials } from './support/harness';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -37,18 +37,6 @@ after(async () => {
 
 const count = async (sql: string, params: unknown[]): Promise<number> => Number((await env.db.query(sql, params)).rows[0].n);
 
-/** Runs `fn` over `items` with at most `width` at once; the results in order. */
-async function pool<T, R>(items: T[], width: number, fn: (x: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  }));
-  return out;
-}
 
 test('a flood of distinct far-past and in-window months and hours from one tenant: another tenant is stored within 30 s and read; every 202 is stored', { timeout: 300_000 }, async (t) => {
   const now = new Date();

@@ -45,6 +45,19 @@ export function uniqueName(prefix: string): string {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Runs `fn` over `items` with at most `width` at once; the results in order. */
+export async function inPool<T, R>(items: T[], width: number, fn: (x: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  }));
+  return out;
+}
+
 /** Polls `fn` until it returns a truthy value (returned) or the time runs out (throws with the last value). */
 export async function waitFor<T>(fn: () => Promise<T> | T, opts: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<T> {
   const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
