@@ -27,7 +27,7 @@ import type { EventRecord } from '../internal/model/event';
 import { createPool, ensureDatabase, redactUrl, type Pool } from '../internal/store/db';
 import { migrate } from '../internal/store/migrate';
 import { refreshRollups } from '../internal/store/rollups';
-import { PartitionKeeper } from '../internal/store/writes';
+import { PartitionKeeper } from '../internal/store/partitions';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

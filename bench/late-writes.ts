@@ -23,7 +23,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { sleep, post, track } from '../test/support/harness';
 import { blankEventRecord } from '../internal/enrich';
-import { PartitionKeeper } from '../internal/store/writes';
+import { PartitionKeeper } from '../internal/store/partitions';
 import { cpuDelta, cpuNow, withNpmStart } from './e2e';
 import { machineInfo, writeSection } from './run';
 

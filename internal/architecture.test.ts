@@ -3,7 +3,9 @@
 // other, directly or around a loop. This test reads the imports of every non-test .ts file
 // under internal/ and cmd/ (`import`, `import type`, `export ... from`, `import()`; type-only
 // imports count: a type is a dependency too) and fails naming the file and the import that
-// breaks a rule. It needs no service (it reads source files only).
+// breaks a rule. It needs no service (it reads source files only). It also holds every .ts
+// file under internal/, tests included, to MAX_LINES lines: a longer one is split by concern
+// (nothing under internal/ is generated: the dashboard is bundled in memory at run time).
 //
 // The floors, bottom up, as the code is:
 //
@@ -69,6 +71,9 @@ interface Import {
 /** Repository path (posix) -> its relative imports. */
 type ImportGraph = Map<string, Import[]>;
 
+/** The most lines a .ts file under internal/ may have, tests included. */
+const MAX_LINES = 500;
+
 function sourceFiles(dir: string, out: string[] = []): string[] {
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = join(dir, e.name);
@@ -78,6 +83,20 @@ function sourceFiles(dir: string, out: string[] = []): string[] {
   }
   return out;
 }
+
+/** Every .ts file under `dir`, tests and declarations included (node_modules aside). */
+function tsFiles(dir: string, out: string[] = []): string[] {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) {
+      if (e.name !== 'node_modules') tsFiles(p, out);
+    } else if (e.name.endsWith('.ts')) out.push(p);
+  }
+  return out;
+}
+
+/** A text's lines, as an editor numbers them (a last line without a newline counts too). */
+const lineCount = (text: string): number => (text === '' ? 0 : text.split('\n').length - (text.endsWith('\n') ? 1 : 0));
 
 const posix = (p: string) => p.split(sep).join('/');
 const isFile = (p: string) => existsSync(p) && statSync(p).isFile();
@@ -184,6 +203,17 @@ test('the two roles share only what is below them: the worker imports nothing fr
     .filter(({ target }) => [folderOf(file), folderOf(target)].sort().join() === 'ingest,worker')
     .map(({ spec }) => `${file} imports '${spec}'`));
   assert.deepEqual(between, []);
+});
+
+test('no file in internal/ is over 500 lines', () => {
+  const files = tsFiles(join(ROOT, 'internal'));
+  assert.ok(files.length > 150, `read ${files.length} files`);
+  const long = files
+    .map((file) => ({ file: posix(relative(ROOT, file)), lines: lineCount(readFileSync(file, 'utf8')) }))
+    .filter((x) => x.lines > MAX_LINES)
+    .sort((a, b) => b.lines - a.lines)
+    .map((x) => `${x.file}: ${x.lines} lines`);
+  assert.deepEqual(long, [], `over ${MAX_LINES} lines (split each by concern)`);
 });
 
 test('the checks themselves: an upward import, a sideways one, an unknown folder and a cycle are each named', () => {

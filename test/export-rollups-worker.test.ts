@@ -13,7 +13,8 @@ import { parseChartParams, parseEventsParams } from '../internal/export/params';
 import type { QueuedOp, QueuedTrack } from '../internal/model/event';
 import type { SessionState } from '../internal/sessionize/session';
 import { refreshRollups } from '../internal/store/rollups';
-import { commitShardBatch, committedSeq, PartitionKeeper } from '../internal/store/writes';
+import { PartitionKeeper } from '../internal/store/partitions';
+import { commitShardBatch, committedSeq } from '../internal/store/writes';
 import { processOps } from '../internal/worker/processor';
 import { TestEnv } from './support/harness';
 

@@ -1,6 +1,7 @@
-// Rollups kept by deltas (sql/025_rollup_deltas.sql, internal/store/rollups.ts): writes into
-// past hours are logged by the worker's commit as deltas, and the refresh adds the change of
-// the touched sessions and events to every rollup table instead of recomputing the hour.
+// Rollups kept by deltas (sql/025_rollup_deltas.sql, internal/store/rollups.ts and
+// internal/store/rollup-deltas.ts): writes into past hours are logged by the worker's commit
+// as deltas, and the refresh adds the change of the touched sessions and events to every
+// rollup table instead of recomputing the hour.
 // Store level (processOps + commitShardBatch, as the shard runner does), so event times and
 // session checks are exact. The reference is the recompute itself: after every delta round,
 // every rollup table of the project must hold exactly what recomputing all its hours gives.
@@ -10,7 +11,8 @@ import { blankEventRecord, createEnricher, type Enricher } from '../internal/enr
 import type { QueuedOp, QueuedTrack } from '../internal/model/event';
 import type { SessionState } from '../internal/sessionize/session';
 import { catalogueEntry, isCatalogued, measuresOf } from '../internal/store/rollup-catalogue';
-import { commitShardBatch, committedSeq, PartitionKeeper } from '../internal/store/writes';
+import { PartitionKeeper } from '../internal/store/partitions';
+import { commitShardBatch, committedSeq } from '../internal/store/writes';
 import { processOps } from '../internal/worker/processor';
 import { drainRefresh, recomputeAllHours, rollupSnapshot } from './support/rollup-reference';
 import { TestEnv } from './support/harness';

@@ -8,7 +8,8 @@ import { blankEventRecord } from '../internal/enrich';
 import { getMetrics } from '../internal/insights/service';
 import { parsePeriodParams } from '../internal/query/params';
 import { refreshRollups } from '../internal/store/rollups';
-import { commitShardBatch, committedSeq, PartitionKeeper, type ShardBatch } from '../internal/store/writes';
+import { PartitionKeeper } from '../internal/store/partitions';
+import { commitShardBatch, committedSeq, type ShardBatch } from '../internal/store/writes';
 import { TestEnv, sleep } from './support/harness';
 
 let env: TestEnv;

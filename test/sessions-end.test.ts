@@ -9,7 +9,8 @@ import type { QueuedOp, QueuedTrack } from '../internal/model/event';
 import { createLogger } from '../internal/obs/log';
 import { redisKeys } from '../internal/redis/redis';
 import type { SessionState } from '../internal/sessionize/session';
-import { commitShardBatch, committedSeq, PartitionKeeper } from '../internal/store/writes';
+import { PartitionKeeper } from '../internal/store/partitions';
+import { commitShardBatch, committedSeq } from '../internal/store/writes';
 import { deviceKey, processOps } from '../internal/worker/processor';
 import { TestEnv, closeWorker, post, sleep, startApp, startTestWorker, track, waitFor, type Credentials, type TestWorker } from './support/harness';
 

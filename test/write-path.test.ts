@@ -1,13 +1,15 @@
-// The worker's event write (internal/store/writes.ts): COPY into events, exactly once by
-// event id. Text that COPY's text format must escape round-trips unchanged; a batch holding
-// an event that is stored already (a redelivery) is redone with the insert that skips it;
-// the shard position and the idempotency keys still commit with it.
+// The worker's event write (internal/store/writes.ts, its COPY internal/store/event-inserts.ts):
+// COPY into events, exactly once by event id. Text that COPY's text format must escape
+// round-trips unchanged; a batch holding an event that is stored already (a redelivery) is
+// redone with the insert that skips it; the shard position and the idempotency keys still
+// commit with it.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { blankEventRecord } from '../internal/enrich';
 import { SESSION_DIMENSIONS, type EventRecord } from '../internal/model/event';
 import type { SessionState } from '../internal/sessionize/session';
-import { commitShardBatch, committedSeq, KeyAppliedElsewhereError, PartitionKeeper, ShardFencedError, type ShardBatch } from '../internal/store/writes';
+import { PartitionKeeper } from '../internal/store/partitions';
+import { commitShardBatch, committedSeq, KeyAppliedElsewhereError, ShardFencedError, type ShardBatch } from '../internal/store/writes';
 import { TestEnv } from './support/harness';
 
 let env: TestEnv;

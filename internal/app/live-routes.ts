@@ -11,7 +11,7 @@ import type { Metrics } from '../obs/metrics';
 import type { Gate } from '../ratelimit/gate';
 import { createRedis, type Redis, type RedisKeys } from '../redis/redis';
 
-export interface LiveDeps {
+interface LiveDeps {
   redis: Redis;
   redisUrl: string;
   keys: RedisKeys;
@@ -28,14 +28,14 @@ export interface LiveDeps {
 }
 
 /** The 4 KiB a client may send in one message (its credentials); more closes the socket with 1009. */
-export const LIVE_MAX_MESSAGE_BYTES = 4096;
+const LIVE_MAX_MESSAGE_BYTES = 4096;
 /**
  * The largest message read to its end so that it can be refused with 1009 and a close frame;
  * uWebSockets.js drops a connection announcing a bigger one at once, without a close frame
  * (1006). A socket holds at most this much of a message it has not finished sending, so the
  * authenticating budget bounds what unauthenticated sockets can make the thread hold.
  */
-export const LIVE_MAX_FRAME_BYTES = 1024 * 1024;
+const LIVE_MAX_FRAME_BYTES = 1024 * 1024;
 
 export interface LivePush {
   route: SocketRoute;
@@ -44,7 +44,7 @@ export interface LivePush {
   close(): void;
 }
 
-export function liveAuthenticate(auth: Authenticator, gate: Gate): LiveAuthenticate {
+function liveAuthenticate(auth: Authenticator, gate: Gate): LiveAuthenticate {
   return async ({ clientId, clientSecret }, projectId) => {
     const client = await auth.forReadCredentials(clientId, clientSecret, projectId);
     if (await gate.isRevoked(client.id)) throw new UnauthorizedError('invalid client credentials');

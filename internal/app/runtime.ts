@@ -19,7 +19,7 @@ import { Gate } from '../ratelimit/gate';
 import { connectRedis, createRedis, redisKeys, type Redis } from '../redis/redis';
 import { createPool, ensureDatabase, ServiceUnreachableError, type Pool } from '../store/db';
 import { migrate, pendingMigrations } from '../store/migrate';
-import { PartitionKeeper } from '../store/writes';
+import { PartitionKeeper } from '../store/partitions';
 import { listRevokedClientIds } from '../store/accounts';
 import { refreshRollups } from '../store/rollups';
 import { pgSaltStore } from '../store/maintenance';
@@ -108,7 +108,7 @@ export async function connectAll(cfg: Config, log: Logger): Promise<{ db: Pool; 
 }
 
 /** Set by internal/app/api-thread.ts for the extra API threads (API_THREADS > 1). */
-export interface ThreadOptions {
+interface ThreadOptions {
   /** 1.. for an extra API thread (0, the default, is the main thread). */
   threadIndex: number;
   /** Renders /metrics over every thread (asks the main thread). */

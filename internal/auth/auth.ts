@@ -8,8 +8,6 @@ import type { Pool } from '../store/db';
 import { originAllowed } from './origins';
 import { fingerprint, sameFingerprint, verifySecret } from './secrets';
 
-export { originAllowed } from './origins';
-
 export interface AuthedClient {
   id: string;
   projectId: string;
@@ -17,7 +15,7 @@ export interface AuthedClient {
   ingestRate: number;
 }
 
-export interface AuthOptions {
+interface AuthOptions {
   /** How long a client or project row is reused before being read again. */
   cacheTtlMs?: number;
   /** The clock the row caches age by (milliseconds); tests pass their own. */
@@ -56,12 +54,6 @@ export class Authenticator {
   forgetProject(projectId: string | null): void {
     if (projectId === null) this.projects.forgetAll();
     else this.projects.forget(projectId);
-  }
-
-  /** Forgets a client at once (revocation seen by this process). */
-  forget(clientId: string): void {
-    this.clients.forget(clientId);
-    this.verifiedSecrets.delete(clientId);
   }
 
   private client(id: string): Promise<ClientRow | null> {

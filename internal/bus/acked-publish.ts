@@ -17,7 +17,7 @@
 // times them out.
 import { createInbox, headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 
-export interface PubAck {
+interface PubAck {
   stream: string;
   seq: number;
   duplicate: boolean;

@@ -20,7 +20,7 @@ import {
 import { ServiceUnreachableError } from '../store/db';
 import { AckedPublisher, NoRespondersError } from './acked-publish';
 
-export interface BusOptions {
+interface BusOptions {
   /** One NATS URL, or several comma-separated (members of one cluster). */
   url: string;
   namespace: string;
@@ -40,7 +40,7 @@ export interface BusOptions {
   name?: string;
 }
 
-export interface PublishAck {
+interface PublishAck {
   seq: number;
   duplicate: boolean;
 }
@@ -48,7 +48,7 @@ export interface PublishAck {
 export type BusMessage = JsMsg;
 
 /** What ensureStream does with the stream's replicas. */
-export type ReplicaPlan =
+type ReplicaPlan =
   | { action: 'create'; replicas: number }
   | { action: 'keep'; replicas: number }
   | { action: 'raise'; from: number; replicas: number }
@@ -74,7 +74,7 @@ export function planReplicas(wanted: number, existing: number | null): ReplicaPl
 export const UNRECORDED_SHARDS = 16;
 
 /** What ensureStream does with the shard count. */
-export type ShardPlan =
+type ShardPlan =
   | { action: 'create'; shards: number }
   | { action: 'keep'; shards: number }
   /** A stream made before counts were recorded: its count is written down. */

@@ -26,13 +26,13 @@ export const KEY_TEXT_MAX_BYTES = 1024;
 export const NUMERIC_TEXT_MAX_CHARS = 1000;
 
 /** Why an operation or record cannot be stored: where (as in a 400's issue path) and what. */
-export interface StorableProblem {
+interface StorableProblem {
   path: string[];
   message: string;
 }
 
 /** Query parameters of the page URL the worker decodes into stored fields. */
-export const DECODED_URL_PARAMS = ['utm_source', 'utm_medium', 'utm_campaign', 'utm_term', 'utm_content', 'ref', 'utm_referrer'] as const;
+const DECODED_URL_PARAMS = ['utm_source', 'utm_medium', 'utm_campaign', 'utm_term', 'utm_content', 'ref', 'utm_referrer'] as const;
 
 // The text a number is read from, as charts and rollups read it (internal/export/charts.ts NUMERIC_TEXT).
 const NUMERIC_TEXT = /^[ \t\n\r\f\v]*[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]{1,3})?[ \t\n\r\f\v]*$/;

@@ -8,7 +8,7 @@
 import type { Logger } from '../obs/log';
 import type { Bus } from './bus';
 
-export interface StreamWatchOptions {
+interface StreamWatchOptions {
   bus: Pick<Bus, 'streamInstance' | 'ensureStream' | 'streamName'>;
   log: Logger;
   /** Counts the stream created again (tidemark_stream_recreated_total). */

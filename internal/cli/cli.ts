@@ -24,7 +24,7 @@ const USAGE = `usage:
   cli client revoke --id CLIENT_ID
   cli migrate`;
 
-export function isValidTimezone(tz: string): boolean {
+function isValidTimezone(tz: string): boolean {
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: tz });
     return true;
@@ -34,7 +34,7 @@ export function isValidTimezone(tz: string): boolean {
 }
 
 /** `--origins a,b`: each an origin, a wildcard origin or a bare host (internal/auth/origins.ts). */
-export function parseOrigins(raw: string | undefined): string[] {
+function parseOrigins(raw: string | undefined): string[] {
   if (!raw) return [];
   const out: string[] = [];
   for (const part of raw.split(',').map((s) => s.trim()).filter(Boolean)) {

@@ -11,7 +11,7 @@ const UI = path.join(path.dirname(fileURLToPath(import.meta.url)), 'ui');
 /** `</script` or `</style` inside inlined code would end the element early. */
 const inline = (code: string, tag: 'script' | 'style') => code.replace(new RegExp(`</${tag}`, 'gi'), `<\\/${tag}`);
 
-export async function buildDashboardHtml(): Promise<string> {
+async function buildDashboardHtml(): Promise<string> {
   const result = await build({
     entryPoints: [path.join(UI, 'main.ts')],
     bundle: true,

@@ -41,7 +41,7 @@ const EXCLUDED = new Set(NOT_BOT_PATTERNS);
 /** isbot's patterns that we keep, as one case-insensitive expression (as isbot builds its own). */
 const CRAWLER_RE = new RegExp(ISBOT_PATTERNS.filter((p) => !EXCLUDED.has(p)).join('|'), 'i');
 
-export interface BotVerdict {
+interface BotVerdict {
   isBot: boolean;
   /** The user-agent token isbot matched, without its version ("Googlebot", "bingbot", "curl"); null for humans. */
   botReason: BotReason | null;
@@ -75,7 +75,7 @@ function botName(userAgent: string, match: string): string {
   return token.split('/')[0] || match;
 }
 
-export interface BotOptions {
+interface BotOptions {
   cacheSize?: number;
 }
 

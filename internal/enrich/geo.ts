@@ -21,7 +21,7 @@ export class GeoDatabaseError extends Error {
   }
 }
 
-export interface GeoOptions {
+interface GeoOptions {
   /** A MaxMind City .mmdb (GeoLite2-City, GeoIP2-City) for both IP families; default: bundled DB-IP City Lite. */
   geoipCityPath?: string;
   /** Distinct IPs whose lookup is kept (LRU). */

@@ -12,11 +12,11 @@ import { putUtm } from './utm';
 import { checkRecord } from './validate';
 
 export { blankEventRecord } from './record';
-export { DROP_REASONS, EnrichStepError, type DropReason, type Step, type StepResult } from './step';
-export { GeoDatabaseError, type GeoLookup } from './geo';
-export { runSteps, type PipelineHooks } from './pipeline';
+export { EnrichStepError, type DropReason, type Step, type StepResult } from './step';
+export { GeoDatabaseError } from './geo';
+export { runSteps } from './pipeline';
 
-export interface EnricherOptions {
+interface EnricherOptions {
   /** A MaxMind City .mmdb for both IP families (env GEOIP_CITY_PATH, read by the caller). Default: bundled DB-IP City Lite. */
   geoipCityPath?: string;
   /** User-agent parses (and bot verdicts) kept in an LRU; default 10 000. */
@@ -34,7 +34,7 @@ export interface EnricherOptions {
   onDrop?: (reason: DropReason) => void;
 }
 
-export type EnrichResult = StepResult;
+type EnrichResult = StepResult;
 
 export interface Enricher {
   /** Step names in run order. */

@@ -3,7 +3,7 @@
 import type { EventRecord } from '../model/event';
 import { EnrichStepError, type DropReason, type Step, type StepResult } from './step';
 
-export interface PipelineHooks {
+interface PipelineHooks {
   onStep?: (step: string, ms: number) => void;
   onDrop?: (reason: DropReason) => void;
 }

@@ -12,7 +12,7 @@ import type { SourceFields } from '../model/event';
 import { keep, type Step } from './step';
 import { parsePageUrl, splitUrl } from './url';
 
-export type ReferrerFields = Pick<SourceFields, 'referrer' | 'referrer_name' | 'referrer_type'>;
+type ReferrerFields = Pick<SourceFields, 'referrer' | 'referrer_name' | 'referrer_type'>;
 
 /** No referrer, or one on the page's own host: all three empty. */
 export const NO_REFERRER: ReferrerFields = Object.freeze({ referrer: '', referrer_name: '', referrer_type: '' });
@@ -32,12 +32,12 @@ const TYPE_BY_MEDIUM: Readonly<Record<string, string>> = {
 // OpenPanel's worker types it 'unknown', which keeps '' meaning "direct" only.
 const UNLISTED_TYPE = 'unknown';
 
-export interface ReferrerOptions {
+interface ReferrerOptions {
   /** Distinct referrer host+path classifications kept (a database lookup costs ~1 ms). */
   cacheSize?: number;
 }
 
-export type ReferrerClassifier = (referrer: string | null | undefined, pageUrl: string | null | undefined) => ReferrerFields;
+type ReferrerClassifier = (referrer: string | null | undefined, pageUrl: string | null | undefined) => ReferrerFields;
 
 export function createReferrerClassifier(opts: ReferrerOptions = {}): ReferrerClassifier {
   const parser = new ReferrerParser();
@@ -89,10 +89,10 @@ function withHostname(url: URL, hostname: string): URL {
 }
 
 /** The page URL's query parameters that name a source, in the order they are read (OpenPanel's getReferrerWithQuery). */
-export const SOURCE_PARAMS = ['utm_source', 'ref', 'utm_referrer'] as const;
+const SOURCE_PARAMS = ['utm_source', 'ref', 'utm_referrer'] as const;
 
 /** The first non-empty of `utm_source`, `ref`, `utm_referrer` in the page URL (trimmed), or ''. */
-export function sourceFromUrl(pageUrl: string | null | undefined): string {
+function sourceFromUrl(pageUrl: string | null | undefined): string {
   const query = pageUrl ? splitUrl(pageUrl.trim()).query : '';
   if (!query) return '';
   const params = new URLSearchParams(query);
@@ -104,7 +104,7 @@ export function sourceFromUrl(pageUrl: string | null | undefined): string {
 }
 
 /** The name and type of a bare source (`twitter`, `google.com`, `Hacker News`). */
-export type SourceLookup = (source: string) => { name: string; type: string };
+type SourceLookup = (source: string) => { name: string; type: string };
 
 interface ReferrerEntry {
   source: string;
@@ -126,7 +126,7 @@ function loadReferrerList(): Record<string, ReferrerEntry> {
  * listed name (case-insensitive). Found: the list's name and type (`twitter` -> Twitter,
  * social). Not found: the value itself, type 'unknown'.
  */
-export function createSourceLookup(opts: ReferrerOptions = {}): SourceLookup {
+function createSourceLookup(opts: ReferrerOptions = {}): SourceLookup {
   const byHost = new Map<string, { name: string; type: string }>();
   const byName = new Map<string, { name: string; type: string }>();
   for (const [host, entry] of Object.entries(loadReferrerList())) {

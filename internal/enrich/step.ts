@@ -7,7 +7,7 @@ import type { EventRecord } from '../model/event';
  * label on the drop counter, so a new one is a deliberate change. Bots are flagged
  * (`isBot`), never dropped.
  */
-export const DROP_REASONS = ['invalid_name', 'invalid_timestamp', 'missing_identity'] as const;
+const DROP_REASONS = ['invalid_name', 'invalid_timestamp', 'missing_identity'] as const;
 export type DropReason = (typeof DROP_REASONS)[number];
 
 export type StepResult = { ok: true; event: EventRecord } | { ok: false; reason: DropReason };

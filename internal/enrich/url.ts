@@ -2,7 +2,7 @@
 // or a bare path. Never throws: a malformed URL keeps whatever parts can be read.
 import { keep, type Step } from './step';
 
-export interface PageUrl {
+interface PageUrl {
   /** scheme://host[:port]; '' for a bare path. */
   origin: string;
   /** Lower-case host name without port; '' when unknown. */

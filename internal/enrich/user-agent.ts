@@ -32,7 +32,7 @@ export function parseUserAgent(userAgent: string | null | undefined): DeviceFiel
 }
 
 /** What a user-agent tells: its device fields, and whether it is a server (no browser, no OS). */
-export interface UserAgentInfo {
+interface UserAgentInfo {
   fields: DeviceFields;
   /** No browser and no OS behind it: absent, `node`, `okhttp/4.12.0`, `python-requests/2.31`, `curl/8.4.0`, ... */
   isServer: boolean;
@@ -75,7 +75,7 @@ export function parseUserAgentInfo(userAgent: string | null | undefined): UserAg
  * app behind an HTTP library), its `device: 'server'` is not kept: the fields not
  * overridden are '' (unknown). `serverSide`: a server user-agent and no override.
  */
-export function withDeviceOverrides(info: UserAgentInfo, overrides: DeviceOverrides | null | undefined): { fields: DeviceFields; serverSide: boolean } {
+function withDeviceOverrides(info: UserAgentInfo, overrides: DeviceOverrides | null | undefined): { fields: DeviceFields; serverSide: boolean } {
   if (!hasDeviceOverride(overrides)) return { fields: info.fields, serverSide: info.isServer };
   const base = info.isServer ? NO_DEVICE : info.fields;
   return { fields: { ...base, ...definedOnly(overrides!) }, serverSide: false };
@@ -106,7 +106,7 @@ function fallbackDeviceType(ua: string): string {
   return 'desktop';
 }
 
-export interface UserAgentOptions {
+interface UserAgentOptions {
   /** Distinct user-agent strings whose parse is kept (LRU). */
   cacheSize?: number;
 }

@@ -16,13 +16,13 @@ export const NDJSON_BATCH_BYTES = 4 * 1024 * 1024;
 const POINT_BYTES = 60;
 const PREVIOUS_POINT_BYTES = 70;
 
-export class BudgetExceededError extends BadRequestError {
+class BudgetExceededError extends BadRequestError {
   constructor(path: string, message: string) {
     super(`${path}: ${message}`, [{ path: [path], message }]);
   }
 }
 
-export interface ChartShape {
+interface ChartShape {
   series: number;
   buckets: number;
   /** Breakdowns asked for (0: one series per item). */
@@ -33,7 +33,7 @@ export interface ChartShape {
 }
 
 /** The most points the chart can have, from the request alone. */
-export function chartPointsUpperBound(shape: ChartShape): number {
+function chartPointsUpperBound(shape: ChartShape): number {
   const perItem = shape.breakdowns > 0 ? shape.limit : 1;
   return shape.series * perItem * shape.buckets * (shape.previous ? 2 : 1);
 }
@@ -60,10 +60,6 @@ export class ResponseBudget {
     private readonly maxPoints = MAX_CHART_POINTS,
     private readonly maxBytes = MAX_RESPONSE_BYTES,
   ) {}
-
-  get usedBytes(): number {
-    return this.bytes;
-  }
 
   /** Rows a query returned: they are points (and the text they carry) before anything is built. */
   addRows(rows: number, textBytes: number): void {

@@ -17,27 +17,27 @@ import type { ConnectionSource, Queryable } from '../query/source';
 import { checkChartShape, minMax, ResponseBudget, textBytes } from './budget';
 import { Slicer } from '../http/json';
 
-export const MAX_BUCKETS = 3000;
+const MAX_BUCKETS = 3000;
 
-export interface PreviousValue {
+interface PreviousValue {
   diff: number | null;
   state: 'positive' | 'negative' | 'neutral';
   value: number;
 }
 
-export interface ChartMetrics {
+interface ChartMetrics {
   sum: number;
   average: number;
   min: number;
   max: number;
 }
 
-export interface SeriesMetrics extends ChartMetrics {
+interface SeriesMetrics extends ChartMetrics {
   count: number;
   previous?: { sum?: PreviousValue; average?: PreviousValue; min?: PreviousValue; max?: PreviousValue; count?: PreviousValue };
 }
 
-export interface ChartSeries {
+interface ChartSeries {
   id: string;
   names: string[];
   event: { id: string; name: string; breakdowns?: Record<string, string> };
@@ -197,7 +197,7 @@ function seriesWhere(q: SeriesQuery, p: SqlParams): { where: string; v: string }
 }
 
 /** Where a series of a common segment (not one_event_per_user or group) reads its whole hours. */
-export type SeriesRead =
+type SeriesRead =
   | { kind: 'layered' | 'propertyRollup'; source: ReadSource; span: { from: Date; to: Date }; key: string }
   | { kind: 'raw' };
 

@@ -29,7 +29,7 @@ import { NDJSON_BATCH_BYTES, ResponseBudget } from './budget';
 /** Path 'raw' never reads the event rollups nor the sketches; exactVisitorsMax: the charts' distinct counts (./sketches.ts). */
 export type ExportOptions = ReadOptions;
 
-export interface ExportedProfile {
+interface ExportedProfile {
   id: string;
   firstName: string | null;
   lastName: string | null;
@@ -38,7 +38,7 @@ export interface ExportedProfile {
   groups: string[];
 }
 
-export interface ExportedEvent {
+interface ExportedEvent {
   id: string;
   name: string;
   deviceId: string;
@@ -58,7 +58,7 @@ export interface ExportedEvent {
   [field: string]: unknown;
 }
 
-export interface EventsPageMeta {
+interface EventsPageMeta {
   count: number;
   totalCount: number;
   pages: number;
@@ -193,7 +193,7 @@ function selectSql(includes: readonly ExportInclude[]): { columns: string; join:
 }
 
 /** One row as the exported event object (fields by `includes`). */
-export function toExportedEvent(r: Row, includes: readonly ExportInclude[]): ExportedEvent {
+function toExportedEvent(r: Row, includes: readonly ExportInclude[]): ExportedEvent {
   const out: ExportedEvent = {
     id: r.id as string,
     name: r.name as string,
@@ -393,7 +393,7 @@ function page(rows: Row[], current: number, total: number, anchor: KeysetPositio
 // ---------------------------------------------------------------------------------------
 // NDJSON stream
 
-export interface StreamOptions extends ExportOptions {
+interface StreamOptions extends ExportOptions {
   /** Rows fetched per round trip (default 1000). */
   batchSize?: number;
 }

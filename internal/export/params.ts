@@ -33,7 +33,7 @@ export function requestedProject(query: URLSearchParams): string | undefined {
 }
 
 /** Every value of a parameter that may be repeated or comma-separated, trimmed, empty ones dropped. */
-export function multiValues(query: URLSearchParams, name: string): string[] {
+function multiValues(query: URLSearchParams, name: string): string[] {
   return query
     .getAll(name)
     .flatMap((v) => v.split(','))
@@ -53,7 +53,7 @@ const zodIssues = (err: z.ZodError): Issue[] => BadRequestError.fromZod(err).iss
 // GET /export/events
 
 /** The documented include groups (OpenPanel's `select` groups). */
-export const EXPORT_INCLUDE_GROUPS = ['profile', 'meta', 'properties', 'geo', 'device', 'referrer'] as const;
+const EXPORT_INCLUDE_GROUPS = ['profile', 'meta', 'properties', 'geo', 'device', 'referrer'] as const;
 export type ExportIncludeGroup = (typeof EXPORT_INCLUDE_GROUPS)[number];
 
 /**
@@ -88,17 +88,17 @@ export type ExportInclude = ExportIncludeGroup | { field: ExportField };
 const isGroup = (v: string): v is ExportIncludeGroup => (EXPORT_INCLUDE_GROUPS as readonly string[]).includes(v);
 
 /** A group name is the group (`device`, `referrer`, `properties` are also columns: the group holds them); else the column. */
-export function includeOf(name: string): ExportInclude | null {
+function includeOf(name: string): ExportInclude | null {
   if (isGroup(name)) return name;
   const field = FIELD_BY_NAME.get(name);
   return field ? { field } : null;
 }
-export const EXPORT_DEFAULT_LIMIT = 50;
-export const EXPORT_MAX_LIMIT = 1000;
+const EXPORT_DEFAULT_LIMIT = 50;
+const EXPORT_MAX_LIMIT = 1000;
 /** Deep enough for any real export; keeps (page - 1) * limit a safe integer. */
-export const EXPORT_MAX_PAGE = 1_000_000_000;
-export const EXPORT_FORMATS = ['json', 'ndjson'] as const;
-export type ExportFormat = (typeof EXPORT_FORMATS)[number];
+const EXPORT_MAX_PAGE = 1_000_000_000;
+const EXPORT_FORMATS = ['json', 'ndjson'] as const;
+type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 /**
  * A `start`/`end` bound as written. `date`: a local calendar day of the project. `local`:
@@ -294,15 +294,15 @@ export const CHART_SEGMENTS = [
 export type ChartSegment = (typeof CHART_SEGMENTS)[number];
 export const PROPERTY_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['property_sum', 'property_average', 'property_min', 'property_max']);
 
-export const CHART_INTERVALS = ['minute', 'hour', 'day', 'week', 'month'] as const;
+const CHART_INTERVALS = ['minute', 'hour', 'day', 'week', 'month'] as const;
 export type ChartInterval = (typeof CHART_INTERVALS)[number];
 
 /** OpenPanel's series ids are letters; 26 series per chart. */
-export const MAX_SERIES = 26;
+const MAX_SERIES = 26;
 /** OpenPanel's chart rows carry label_1..label_3. */
-export const MAX_BREAKDOWNS = 3;
-export const CHART_DEFAULT_LIMIT = 100;
-export const CHART_MAX_LIMIT = 1000;
+const MAX_BREAKDOWNS = 3;
+const CHART_DEFAULT_LIMIT = 100;
+const CHART_MAX_LIMIT = 1000;
 
 export const seriesItemSchema = z
   .object({

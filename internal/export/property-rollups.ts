@@ -18,7 +18,7 @@ const COMBINE: Partial<Record<ChartSegment, string>> = {
   property_max: 'max(parts.mx)',
 };
 
-export interface PropertyRollupOptions {
+interface PropertyRollupOptions {
   projectId: string;
   /** Event name or '*'. */
   name: string;

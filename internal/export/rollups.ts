@@ -9,7 +9,7 @@ import { pairRelation, type ReadPath, type ReadRequest, type ReadSource, type Re
 import type { ChartSegment } from './params';
 import { edges, layerCtes, matching, perRow, probe, rawParts, rawPerHour, renames, unionAll, unloggedRows, type Layers } from '../query/layered';
 
-export const HOUR_MS = 3_600_000;
+const HOUR_MS = 3_600_000;
 
 /**
  * What a chart series of `segment` asks the planner for (internal/query/planner.ts): event
@@ -28,7 +28,7 @@ const floorHour = (ms: number) => Math.floor(ms / HOUR_MS) * HOUR_MS;
 const ceilHour = (ms: number) => Math.ceil(ms / HOUR_MS) * HOUR_MS;
 
 /** The whole UTC hours [from, to) of a range that the rollups answer for (from null: all before `to`). */
-export interface HourSpan {
+interface HourSpan {
   from: Date | null;
   to: Date;
 }
@@ -99,7 +99,7 @@ export function chartRequest(
  * `every`: every event, bots and session_start / session_end too), under `filters` and grouped
  * by `breakdown`. `project` is the project's placeholder (already added).
  */
-export interface RowQuery {
+interface RowQuery {
   project: string;
   /** Event names to keep (empty: all). */
   names: readonly string[];
@@ -115,7 +115,7 @@ export interface RowQuery {
  * relation, alias r, and conditions of unloggedRows). `value` is a row's breakdown value
  * (alias r; null without a breakdown).
  */
-export interface LayerRows {
+interface LayerRows {
   days?: { list: string; rows: string };
   hours: string | { flat: string; where: string[] };
   value: string | null;

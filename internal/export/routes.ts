@@ -18,8 +18,8 @@ import { getChart } from './charts';
 import { getEventsPage, streamEvents } from './events';
 import { parseChartParams, parseEventsParams, requestedProject } from './params';
 
-export const NDJSON_CONTENT_TYPE = 'application/x-ndjson';
-export const DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
+const NDJSON_CONTENT_TYPE = 'application/x-ndjson';
+const DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 
 /** A response whose body may be `stream`ed (HttpResponse has it). */
 export type StreamingHttpResponse = HttpResponse;

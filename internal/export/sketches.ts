@@ -12,7 +12,7 @@ import { HLL_PARAMS, planRead, type ReadPath, type ReadSource, type RollupRelati
 import { chartBounds, chartRequest, chartSpan, groupedSql, layerRows, type ChartWindow } from './rollups';
 
 /** Segments answered from the sketches above the threshold. */
-export const SKETCH_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['user', 'session', 'user_average']);
+const SKETCH_SEGMENTS: ReadonlySet<ChartSegment> = new Set(['user', 'session', 'user_average']);
 
 export interface SketchPlan {
   /** Whole hours inside the window. */
@@ -53,7 +53,7 @@ export function chartSketchPlan(
   return { span, sketches, counts, total, breakdown: breakdowns[0]?.name };
 }
 
-export interface SketchSeriesOptions {
+interface SketchSeriesOptions {
   projectId: string;
   /** Event name or '*'. */
   name: string;

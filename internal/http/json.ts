@@ -7,10 +7,10 @@
 // strings, numbers, booleans, null, Dates and other toJSON values).
 
 /** Longest stretch of serializing between two turns of the event loop. */
-export const SLICE_MS = 8;
+const SLICE_MS = 8;
 
 /** Gives way to pending I/O callbacks (setImmediate runs after them). */
-export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /**
  * Tells a long synchronous loop when to give way: `due()` is true once `sliceMs` have

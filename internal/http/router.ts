@@ -15,7 +15,7 @@ interface Compiled extends Route {
   segments: string[];
 }
 
-export interface Match {
+interface Match {
   route: Route;
   params: Record<string, string>;
 }

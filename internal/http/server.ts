@@ -11,7 +11,7 @@ import type { HttpRequest, HttpResponse, RouteFamily, SocketRoute } from './type
 import { attachSocketRoute, OpenSockets } from './websocket';
 import { stringifySliced } from './json';
 
-export interface ServerOptions {
+interface ServerOptions {
   router: Router;
   port: number;
   host?: string;
@@ -35,7 +35,7 @@ const STATUS_LINE: Record<number, string> = Object.fromEntries(
   Object.entries(STATUS_TEXT).map(([code, text]) => [Number(code), `${code} ${text}`]),
 );
 
-export const INGEST_CORS_HEADERS = {
+const INGEST_CORS_HEADERS = {
   'Access-Control-Allow-Methods': 'POST, OPTIONS',
   'Access-Control-Allow-Headers':
     'content-type, service-client-id, service-client-secret, openpanel-client-id, openpanel-client-secret, openpanel-sdk-name, openpanel-sdk-version, x-client-ip, user-agent, idempotency-key',
@@ -46,7 +46,7 @@ export const INGEST_CORS_HEADERS = {
  * Insights and export: any origin (every request needs a client secret, so no origin list
  * applies), so a dashboard in a browser can call them and read the rate-limit headers.
  */
-export const READ_CORS_HEADERS = {
+const READ_CORS_HEADERS = {
   'Access-Control-Allow-Origin': '*',
   'Access-Control-Allow-Methods': 'GET, OPTIONS',
   'Access-Control-Allow-Headers': 'service-client-id, service-client-secret, openpanel-client-id, openpanel-client-secret, content-type, x-request-id',
@@ -68,10 +68,6 @@ export class HttpServer {
   port = 0;
 
   constructor(private readonly opts: ServerOptions) {}
-
-  get isDraining(): boolean {
-    return this.draining;
-  }
 
   /** WebSocket connections open now. */
   get openSocketCount(): number {

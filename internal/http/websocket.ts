@@ -13,7 +13,7 @@ interface SocketData {
   closedInAccept: number | null;
 }
 
-export interface SocketGlueOptions {
+interface SocketGlueOptions {
   isDraining: () => boolean;
   nextRequestId: () => string;
   onError?: (err: unknown, where: { path: string; requestId: string }) => void;

@@ -15,9 +15,9 @@ import { randomUUID } from 'node:crypto';
 import { encodeBatch, encodeCompressed, ENVELOPE_BYTES } from '../bus/message';
 import type { QueuedOp } from '../model/event';
 
-export type PublishFn = (subject: string, data: Uint8Array, msgId: string) => Promise<unknown>;
+type PublishFn = (subject: string, data: Uint8Array, msgId: string) => Promise<unknown>;
 
-export interface BatcherOptions {
+interface BatcherOptions {
   publish: PublishFn;
   maxOps: number;
   /**

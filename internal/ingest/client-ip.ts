@@ -5,8 +5,8 @@ import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
 /** Headers that carry one address (the first entry counts when a proxy repeated one). */
-export const SINGLE_IP_HEADERS = ['x-client-ip', 'openpanel-client-ip', 'cf-connecting-ip', 'true-client-ip', 'x-real-ip'] as const;
-export const FORWARDED_FOR_HEADER = 'x-forwarded-for';
+const SINGLE_IP_HEADERS = ['x-client-ip', 'openpanel-client-ip', 'cf-connecting-ip', 'true-client-ip', 'x-real-ip'] as const;
+const FORWARDED_FOR_HEADER = 'x-forwarded-for';
 /** Every header that can name the client, in the order they are read. */
 export const IP_HEADERS = [...SINGLE_IP_HEADERS, FORWARDED_FOR_HEADER] as const;
 export type IpHeader = (typeof IP_HEADERS)[number];

@@ -5,10 +5,10 @@
 import { z } from 'zod';
 import { DEVICE_OVERRIDE_KEYS, type DeviceOverrides } from '../model/event';
 
-export type DeviceOverrideKey = keyof typeof DEVICE_OVERRIDE_KEYS;
+type DeviceOverrideKey = keyof typeof DEVICE_OVERRIDE_KEYS;
 export const DEVICE_OVERRIDE_KEY_LIST = Object.keys(DEVICE_OVERRIDE_KEYS) as DeviceOverrideKey[];
 
-export const MAX_DEVICE_OVERRIDE_LENGTH = 256;
+const MAX_DEVICE_OVERRIDE_LENGTH = 256;
 
 /**
  * One override value: a string (or a number, as text), trimmed. Like OpenPanel, an empty

@@ -165,7 +165,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       deviceId = deviceIds.get(salts.current, userAgent ?? '', ip ?? '', projectId);
       if (window.tryPrevious) previousDeviceId = deviceIds.get(salts.previous, userAgent ?? '', ip ?? '', projectId);
     }
-    // What PostgreSQL could not store or index is refused now, never after a 202 (./storable.ts).
+    // What PostgreSQL could not store or index is refused now, never after a 202 (internal/bus/storable.ts).
     let op = planned.build(deviceId, ip);
     const problem = queuedOpProblem(op, propertiesPath.slice(0, -1)); // the op's fields are one level above its properties
     if (problem) {
@@ -199,7 +199,8 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     // Live visitors: recent, non-bot, browser events only (a backfilled event is not live).
     const live = !serverSide && planned.eventMs !== null && planned.eventMs > receivedMs - 5 * 60_000 && !ua.bot ? planned.eventMs : null;
     // Usually decided at once (local revocation mirror and token bucket); a promise only when
-    // Redis must answer first (see internal/ratelimit/gate.ts).
+    // Redis must answer first (Gate.ingest in internal/ratelimit/gate.ts; the exact path is
+    // internal/ratelimit/exact.ts).
     let gate: GateResult | Promise<GateResult> = deps.gate.ingest({
       clientId: client.id, ratePerSecond: client.ingestRate, projectId, deviceId, previousDeviceId,
       markSeen: window.markSeen && !planned.deviceOverride && !joined,

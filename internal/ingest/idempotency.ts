@@ -13,9 +13,9 @@ import { v5 as uuidv5 } from 'uuid';
 import { BadRequestError } from '../http/errors';
 import type { HttpRequest } from '../http/types';
 
-export const IDEMPOTENCY_HEADER = 'idempotency-key';
-export const IDEMPOTENCY_PROPERTY = '__idempotencyKey';
-export const IDEMPOTENCY_KEY_MAX = 256;
+const IDEMPOTENCY_HEADER = 'idempotency-key';
+const IDEMPOTENCY_PROPERTY = '__idempotencyKey';
+const IDEMPOTENCY_KEY_MAX = 256;
 
 /** Namespace of the op ids derived from idempotency keys (a fixed random UUID). */
 const OP_ID_NAMESPACE = '4c5d8f0e-7a63-4d7e-9b1f-2f6b0d9c3a51';

@@ -3,7 +3,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import type { Redis, RedisKeys } from '../redis/redis';
 
-export function utcDay(ms: number): string {
+function utcDay(ms: number): string {
   return new Date(ms).toISOString().slice(0, 10);
 }
 
@@ -64,7 +64,7 @@ export class DeviceIdCache {
 }
 
 /** Where salts are kept durably (PostgreSQL); internal/store implements it. */
-export interface SaltStore {
+interface SaltStore {
   /** The day's salt, created with `candidate` when missing (first writer wins). */
   saltFor(day: string, candidate: string): Promise<string>;
   prune(keepDays: string[]): Promise<number>;

@@ -43,7 +43,7 @@ export function isoTime(ms: number): string {
 }
 
 /** A time more than this far in the future is replaced by the receipt time. */
-export const FUTURE_TOLERANCE_MS = 60_000;
+const FUTURE_TOLERANCE_MS = 60_000;
 
 /**
  * INGEST_MAX_PAST_DAYS' default: about ten years, so an import of a site's history still
@@ -87,7 +87,7 @@ export function eventTimeProblem(sentMs: number, receivedMs: number, limits: Eve
   return `${new Date(sentMs).toISOString()} is too far in the past: ${rule}, so from ${new Date(Math.max(0, window)).toISOString()}`;
 }
 
-export interface Reserved {
+interface Reserved {
   timestampMs: number | null;
   ip: string | null;
   deviceId: string | null;
@@ -181,7 +181,7 @@ export function splitReserved(props: Record<string, unknown> | undefined, path: 
 }
 
 /** Event time: the sent time unless it is more than 60 s ahead of receipt. */
-export function eventTimeMs(sentMs: number | null, receivedMs: number): number {
+function eventTimeMs(sentMs: number | null, receivedMs: number): number {
   if (sentMs === null || sentMs > receivedMs + FUTURE_TOLERANCE_MS) return receivedMs;
   return sentMs;
 }

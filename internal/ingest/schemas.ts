@@ -5,11 +5,11 @@ import { RESERVED_EVENT_NAMES } from '../model/event';
 
 const reserved = new Set<string>(RESERVED_EVENT_NAMES);
 
-export const Properties = z.record(z.string(), z.unknown()).describe('Free-form properties');
+const Properties = z.record(z.string(), z.unknown()).describe('Free-form properties');
 
 const Id = z.union([z.string().trim().min(1).max(256), z.number().finite()]).transform(String);
 
-export const EventName = z
+const EventName = z
   .string()
   .trim()
   .min(1, 'name must not be empty')
@@ -19,7 +19,7 @@ export const EventName = z
 export const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i;
 
 /** ISO 8601 date or date-time; without an offset it is UTC. */
-export const Timestamp = z
+const Timestamp = z
   .string()
   .regex(ISO_DATE_TIME, { message: 'must be an ISO 8601 date-time', abort: true }) // one issue, not two
   .refine((s) => !Number.isNaN(parseIsoMs(s)), 'must be a valid ISO 8601 date-time');
@@ -49,14 +49,14 @@ export const EventBody = z
   })
   .describe('A plain event (POST /event)');
 
-export const TrackPayload = z.object({
+const TrackPayload = z.object({
   name: EventName,
   properties: Properties.optional(),
   profileId: Id.optional(),
   groups: z.array(z.string().trim().min(1).max(256)).max(100).optional(),
 });
 
-export const IdentifyPayload = z.object({
+const IdentifyPayload = z.object({
   profileId: Id,
   firstName: z.string().max(256).optional(),
   lastName: z.string().max(256).optional(),
@@ -65,20 +65,20 @@ export const IdentifyPayload = z.object({
   properties: Properties.optional(),
 });
 
-export const IncrementPayload = z.object({
+const IncrementPayload = z.object({
   profileId: Id,
   property: z.string().trim().min(1).max(256),
   value: z.number().finite().default(1),
 });
 
-export const GroupPayload = z.object({
+const GroupPayload = z.object({
   id: z.string().trim().min(1).max(256),
   type: z.string().trim().min(1).max(256),
   name: z.string().trim().min(1).max(512),
   properties: Properties.optional(),
 });
 
-export const AssignGroupPayload = z.object({
+const AssignGroupPayload = z.object({
   profileId: Id.optional(),
   groupIds: z.array(z.string().trim().min(1).max(256)).min(1).max(100),
 });

@@ -12,7 +12,7 @@ import { HLL_PARAMS, pairRelation, planRead, readSource, type ReadPath, type Rea
 export { HLL_PARAMS };
 
 /** How one query reads its sessions. */
-export type ReadPlan = 'raw' | 'rollup';
+type ReadPlan = 'raw' | 'rollup';
 
 const HOUR_MS = 3_600_000;
 
@@ -61,7 +61,7 @@ export function planFor(
 /** A rollup relation's rows seen with the read's column names (value AS city, prefix AS country; identifiers of the catalogue). */
 const view = (rel: RollupRelation): string => (rel.as ? `(SELECT x.*, ${renames(rel)} FROM ${rel.table} x)` : rel.table);
 
-export interface RollupScope {
+interface RollupScope {
   projectId: string;
   /** Whole UTC hours (see planFor). */
   start: Date;
@@ -112,7 +112,7 @@ export const RAW_MEASURES = `count(*) AS sessions,
  */
 export const HLL_ERROR_BOUND = 0.03;
 
-export interface VisitorCounting {
+interface VisitorCounting {
   /** Count exactly when the period has at most this many sessions. */
   exactMax: number;
   /**

@@ -14,7 +14,7 @@ import { planRead, type ReadSource } from '../query/planner';
 import type { ConnectionSource, Queryable } from '../query/source';
 import { scopedSessionsSql, type SessionScope } from './sessions';
 
-export const BREAKDOWN_DIMENSIONS = SESSION_DIMENSIONS;
+const BREAKDOWN_DIMENSIONS = SESSION_DIMENSIONS;
 export type BreakdownDimension = SessionDimension;
 
 export function isBreakdownDimension(name: string): name is BreakdownDimension {

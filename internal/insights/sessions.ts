@@ -13,7 +13,7 @@ export interface SessionScope {
   filters: SplitFilters;
 }
 
-export interface ScopeOptions {
+interface ScopeOptions {
   /**
    * Keep only sessions with at least one event (session_start/end excluded) that meets
    * all event-level filters. Pages applies those filters to each view instead.

@@ -11,20 +11,20 @@ import type { Pool } from '../store/db';
 import { applyRetention, idleOpenSessions, sessionForEndCheck } from '../store/maintenance';
 import type { SaltKeeper } from '../ingest/identity';
 
-export interface SessionEndJob {
+interface SessionEndJob {
   sessionId: string;
   projectId: string;
   deviceId: string;
 }
 
-export interface PeriodicTask {
+interface PeriodicTask {
   name: string;
   /** Cron pattern (UTC) or a fixed interval. */
   every: { pattern: string } | { everyMs: number };
   run: () => Promise<unknown>;
 }
 
-export interface JobsOptions {
+interface JobsOptions {
   redisUrl: string;
   namespace: string;
   bus: Bus;
@@ -50,7 +50,7 @@ const connectionFor = (url: string): ConnectionOptions => {
 };
 
 /** The producer side, used by the shard runner: one delayed check per opened session. */
-export class SessionEndScheduler {
+class SessionEndScheduler {
   readonly queue: Queue<SessionEndJob>;
   constructor(redisUrl: string, namespace: string, private readonly timeoutMs: number) {
     this.queue = new Queue<SessionEndJob>('session-end', { connection: connectionFor(redisUrl), prefix: `${namespace}:bull` });

@@ -48,7 +48,7 @@ export type LiveRefusalReason = SlotRefusal | 'authenticating_displaced' | 'auth
 export const LIVE_REFUSAL_REASONS: readonly LiveRefusalReason[] = ['server_full', 'project_full', 'authenticating_full', 'authenticating_displaced', 'auth_timeout'];
 
 /** What the hub holds now (a gauge). */
-export interface LiveStats {
+interface LiveStats {
   /** Sockets open, in any state. */
   sockets: number;
   /** Open and not yet authenticated (the LiveSlots authenticating budget). */
@@ -64,7 +64,7 @@ const SLOT_CLOSE: Record<SlotRefusal, { code: number; reason: string }> = {
   authenticating_full: { code: CLOSE.authenticatingFull, reason: 'too many sockets are authenticating on this server; retry later and send credentials at once' },
 };
 
-export interface LiveHubOptions {
+interface LiveHubOptions {
   source: LiveSource;
   authenticate: LiveAuthenticate;
   /** Authenticated sockets this hub holds at most; more are closed with 1013. Default 20,000. */

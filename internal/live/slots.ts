@@ -18,7 +18,7 @@ export type SlotRefusal =
   /** Too many sockets are authenticating and none is only waiting (close 4430). */
   | 'authenticating_full';
 
-export interface SlotLimits {
+interface SlotLimits {
   /** Authenticated sockets in all (LIVE_MAX_SOCKETS). */
   maxSockets: number;
   /** Authenticated sockets of one project (LIVE_MAX_SOCKETS_PER_PROJECT). */
@@ -32,7 +32,7 @@ export function defaultMaxPerProject(maxSockets: number): number {
   return Math.max(1, Math.floor(maxSockets / 2));
 }
 
-export type OpenResult<T> = { refused: SlotRefusal } | { refused: null; evicted: T | null };
+type OpenResult<T> = { refused: SlotRefusal } | { refused: null; evicted: T | null };
 
 export class LiveSlots<T> {
   /** Open, no credentials yet; in the order they opened (the first is the longest waiting). */

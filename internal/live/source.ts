@@ -1,6 +1,6 @@
 // Live push's Redis side: the count (with its next ageing time), the per-project change
-// channel the ingest gate publishes on (internal/ratelimit/gate.ts), and revocation (the
-// gate's mirror, then Redis' set).
+// channel the ingest gate's scripts publish on (internal/ratelimit/scripts.ts), and
+// revocation (the gate's mirror, then Redis' set).
 // One subscriber connection per API thread; a project's channel is subscribed while the
 // thread has a socket watching it.
 import type { Redis, RedisKeys } from '../redis/redis';

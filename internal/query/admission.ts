@@ -157,7 +157,7 @@ export class ClientLimiter {
 }
 
 /** Half-life of a client's recent PostgreSQL time (ReadCost). */
-export const COST_HALF_LIFE_MS = 10_000;
+const COST_HALF_LIFE_MS = 10_000;
 
 /**
  * PostgreSQL time each client's reads used recently: a sum that halves every `halfLifeMs`.
@@ -191,7 +191,7 @@ export class ReadCost {
 }
 
 /** What a request's statements are charged to: its client's recent PostgreSQL time. */
-export interface CostAccount {
+interface CostAccount {
   /** PostgreSQL ms used recently (decayed), this request's finished statements included. */
   used(): number;
   add(ms: number): void;
@@ -202,7 +202,7 @@ export function clientAccount(cost: ReadCost, clientId: string): CostAccount {
 }
 
 /** A request's own time only (tests; a source with no client). */
-export function requestAccount(): CostAccount {
+function requestAccount(): CostAccount {
   let ms = 0;
   return { used: () => ms, add: (n) => void (ms += n) };
 }

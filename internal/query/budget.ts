@@ -13,7 +13,7 @@ import type pg from 'pg';
 import type { ConnectionSource } from './source';
 import { ClientGoneError, PoolExhaustedError, QueryTimeoutError } from './errors';
 
-export type BudgetEnd = 'deadline' | 'client_gone';
+type BudgetEnd = 'deadline' | 'client_gone';
 
 interface Lent {
   client: pg.PoolClient;
@@ -21,7 +21,7 @@ interface Lent {
 }
 
 /** A ConnectionSource whose connections share one request's budget. */
-export interface BudgetedSource extends ConnectionSource {
+interface BudgetedSource extends ConnectionSource {
   readonly budget: RequestBudget;
 }
 
@@ -149,7 +149,7 @@ const CANCEL_REQUEST_CODE = 80877102; // PostgreSQL protocol: CancelRequest (123
  * Asks PostgreSQL to cancel what the connection runs: a CancelRequest on a new socket (no
  * authentication, no backend slot; what libpq's PQcancel sends). Fire and forget.
  */
-export function sendCancelRequest(client: pg.PoolClient): void {
+function sendCancelRequest(client: pg.PoolClient): void {
   const c = client as unknown as { processID?: number | null; secretKey?: number | null; host?: string; port?: number };
   if (typeof c.processID !== 'number' || typeof c.secretKey !== 'number' || !c.host || !c.port) return;
   const message = Buffer.alloc(16);

@@ -17,7 +17,7 @@ export class SqlParams {
   }
 }
 
-export type FilterLevel = 'session' | 'event';
+type FilterLevel = 'session' | 'event';
 
 /** A filter with its position in the request (for error paths). */
 export interface IndexedFilter {

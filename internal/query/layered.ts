@@ -89,7 +89,7 @@ export function layerCtes(layers: Layers): string {
 }
 
 /** The layers' CTE whose rows a part reads: days (days.lo), hrs (hrs.h) or inv (inv.bucket). */
-export type Layer = 'days' | 'hrs' | 'inv';
+type Layer = 'days' | 'hrs' | 'inv';
 
 /** The start of a layer's day or hour. */
 export const LAYER_START: Record<Layer, string> = { days: 'days.lo', hrs: 'hrs.h', inv: 'inv.bucket' };

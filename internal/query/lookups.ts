@@ -9,7 +9,7 @@ import { isValidTimeZone } from './period';
 import type { ConnectionSource, Queryable } from './source';
 
 /** The project's IANA timezone; one Intl does not know is treated as UTC (as insights does). */
-export async function projectTimezone(db: Queryable, projectId: string): Promise<string> {
+async function projectTimezone(db: Queryable, projectId: string): Promise<string> {
   const { rows } = await db.query<{ timezone: string }>('SELECT timezone FROM projects WHERE id = $1', [projectId]);
   const row = rows[0];
   if (!row) throw new NotFoundError(`Project not found: ${projectId}`);

@@ -11,22 +11,22 @@ export const RANGES = [
   '3m', '6m', '12m', 'monthToDate', 'lastMonth', 'yearToDate', 'lastYear',
 ] as const;
 export type Range = (typeof RANGES)[number];
-export const DEFAULT_RANGE: Range = '7d';
+const DEFAULT_RANGE: Range = '7d';
 
 export const FILTER_OPERATORS = [
   'is', 'isNot', 'contains', 'doesNotContain', 'startsWith', 'endsWith', 'regex',
   'gt', 'gte', 'lt', 'lte', 'isNull', 'isNotNull',
 ] as const;
-export type FilterOperator = (typeof FILTER_OPERATORS)[number];
+type FilterOperator = (typeof FILTER_OPERATORS)[number];
 /** Operators that compare numbers: each value must be a number. */
-export const NUMERIC_OPERATORS: ReadonlySet<FilterOperator> = new Set(['gt', 'gte', 'lt', 'lte']);
+const NUMERIC_OPERATORS: ReadonlySet<FilterOperator> = new Set(['gt', 'gte', 'lt', 'lte']);
 /** Operators that take no value (`value` may be empty or left out; any value is ignored). */
-export const VALUELESS_OPERATORS: ReadonlySet<FilterOperator> = new Set(['isNull', 'isNotNull']);
+const VALUELESS_OPERATORS: ReadonlySet<FilterOperator> = new Set(['isNull', 'isNotNull']);
 /**
  * A decimal number as text, exponent of at most 4 digits (what a numeric filter value must
  * be, and what a stored value must be to compare; filters.ts checks the same in SQL).
  */
-export const DECIMAL_NUMBER = /^[+-]?(?:[0-9]+(?:[.][0-9]*)?|[.][0-9]+)(?:[eE][+-]?[0-9]{1,4})?$/;
+const DECIMAL_NUMBER = /^[+-]?(?:[0-9]+(?:[.][0-9]*)?|[.][0-9]+)(?:[eE][+-]?[0-9]{1,4})?$/;
 /** Longest text compared as a number (PostgreSQL's numeric then holds it, whatever the exponent). */
 export const MAX_NUMBER_TEXT = 1000;
 
@@ -35,12 +35,12 @@ export const EVENT_FILTER_COLUMNS = ['path', 'origin', 'name', 'profile_id'] as 
 export type EventFilterColumn = (typeof EVENT_FILTER_COLUMNS)[number];
 export const PROPERTY_PREFIX = 'properties.';
 
-export const MAX_LIMIT = 50;
-export const MAX_PERIOD_YEARS = 20;
-export const DEFAULT_LIMIT = 10;
+const MAX_LIMIT = 50;
+const MAX_PERIOD_YEARS = 20;
+const DEFAULT_LIMIT = 10;
 export const MAX_FILTERS = 50;
-export const MAX_FILTER_VALUES = 100;
-export const MAX_FILTER_VALUE_LENGTH = 2000;
+const MAX_FILTER_VALUES = 100;
+const MAX_FILTER_VALUE_LENGTH = 2000;
 
 const FILTER_COLUMNS: ReadonlySet<string> = new Set([...EVENT_FILTER_COLUMNS, ...SESSION_DIMENSIONS]);
 
@@ -51,7 +51,7 @@ export function isFilterName(name: string): boolean {
 }
 
 /** A finite decimal number (no hex, no Infinity, no spaces): numeric filter values. */
-export function isFilterNumber(v: string): boolean {
+function isFilterNumber(v: string): boolean {
   return v.length <= MAX_NUMBER_TEXT && DECIMAL_NUMBER.test(v) && Number.isFinite(Number(v));
 }
 
@@ -74,7 +74,7 @@ function isCalendarDate(s: string): boolean {
   return date.getUTCFullYear() === y && date.getUTCMonth() === m - 1 && date.getUTCDate() === d;
 }
 
-export const rangeSchema = z.enum(RANGES);
+const rangeSchema = z.enum(RANGES);
 
 export const filterSchema = z
   .object({
@@ -143,8 +143,8 @@ export function positiveIntSchema(max: number, what?: string) {
     // issue next to max's for a huge number.
     .pipe(what ? z.number().min(1, `${what} starts at 1`).max(max, `${what} must be at most ${max}`) : z.number().min(1).max(max));
 }
-export const cursorSchema = positiveIntSchema(Number.MAX_SAFE_INTEGER);
-export const limitSchema = positiveIntSchema(MAX_LIMIT);
+const cursorSchema = positiveIntSchema(Number.MAX_SAFE_INTEGER);
+const limitSchema = positiveIntSchema(MAX_LIMIT);
 
 const periodShape = {
   startDate: dateSchema.optional(),

@@ -17,7 +17,7 @@ export interface Period {
   buckets: Date[];
 }
 
-export interface PeriodInput {
+interface PeriodInput {
   range: Range;
   startDate?: string | undefined;
   endDate?: string | undefined;
@@ -66,7 +66,7 @@ export function isValidTimeZone(timezone: string): boolean {
 }
 
 /** The wall-clock time of `instantMs` in `timezone`, expressed as if it were UTC (ms). */
-export function wallClockMs(instantMs: number, timezone: string): number {
+function wallClockMs(instantMs: number, timezone: string): number {
   const parts: Record<string, string> = {};
   for (const p of formatterFor(timezone).formatToParts(new Date(instantMs))) parts[p.type] = p.value;
   let year = Number(parts.year);
@@ -80,7 +80,7 @@ export function wallClockMs(instantMs: number, timezone: string): number {
 }
 
 /** UTC offset of `timezone` at `instantMs`, in ms (local = utc + offset). */
-export function offsetMs(instantMs: number, timezone: string): number {
+function offsetMs(instantMs: number, timezone: string): number {
   return wallClockMs(instantMs, timezone) - instantMs;
 }
 
@@ -124,7 +124,7 @@ export function addDays(d: LocalDate, days: number): LocalDate {
   return dateOfWall(wallOfDate(d) + days * DAY);
 }
 
-export function addMonths(d: LocalDate, months: number): LocalDate {
+function addMonths(d: LocalDate, months: number): LocalDate {
   const index = d.year * 12 + (d.month - 1) + months;
   return { year: Math.floor(index / 12), month: (index % 12) + 1, day: 1 };
 }

@@ -26,10 +26,9 @@ export type CubeDimension = (typeof CUBE_DIMENSIONS)[number];
  * combinations); each is kept per local day paired with each cube dimension
  * (sql/019_session_dimension_pairs.sql), with its parent as the rows' a_prefix.
  */
-export const WIDE_DIMENSIONS = [
+const WIDE_DIMENSIONS = [
   'referrer', 'utm_campaign', 'utm_term', 'utm_content', 'region', 'city', 'browser_version', 'os_version', 'model',
 ] as const satisfies readonly SessionDimension[];
-export type WideDimension = (typeof WIDE_DIMENSIONS)[number];
 
 /** The event columns with an events_<column>_hourly rollup (same list as sql/009_event_rollups.sql). */
 export const EVENT_ROLLUP_DIMENSIONS = [
@@ -39,15 +38,14 @@ export const EVENT_ROLLUP_DIMENSIONS = [
   'device', 'browser', 'browser_version', 'os', 'os_version', 'brand', 'model',
   'origin', 'path',
 ] as const;
-export type RollupColumn = (typeof EVENT_ROLLUP_DIMENSIONS)[number];
 
 /** Keys of the event rollups (sql/013: property keys longer than this are not rolled up). */
-export const MAX_ROLLED_KEY_BYTES = 200;
+const MAX_ROLLED_KEY_BYTES = 200;
 
 // ---------------------------------------------------------------------------------------
 // The request
 
-export type ReadSide = 'sessions' | 'events';
+type ReadSide = 'sessions' | 'events';
 
 /** 'auto' lets the planner choose; 'raw' never reads a rollup. */
 export type ReadPath = 'auto' | 'raw';
@@ -93,7 +91,7 @@ export interface ReadRequest {
 // ---------------------------------------------------------------------------------------
 // The catalogue
 
-export type SourceFamily =
+type SourceFamily =
   | 'sessions' | 'pages' | 'session_dimension' | 'session_pair_metrics' | 'session_cube' | 'session_dimension_pair'
   | 'events' | 'event_column' | 'event_properties' | 'event_sketches' | 'event_cube';
 
@@ -329,7 +327,7 @@ export function planRead(request: ReadRequest): ReadSource | null {
 export const HLL_PARAMS = '14, 5, -1, 1';
 
 /** One pair of cube dimensions, as the daily pair rows key it (sql/015, sql/016, sql/018). */
-export interface CubePair {
+interface CubePair {
   /** `first,second` in CUBE_DIMENSIONS order. */
   key: string;
   a: CubeDimension;

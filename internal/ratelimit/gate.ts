@@ -34,8 +34,7 @@ import { RevocationMirror } from './revocation';
 import { defineGateCommands, type GateCommands } from './scripts';
 
 export { LIVE_WINDOW_MS, deviceWindow, rateHeaders } from './common';
-export type { GateOptions, GateResult, IngestGateInput, RateState } from './common';
-export { PROFILE_DEVICE_TTL_SECONDS } from './profile-device';
+export type { GateResult, RateState } from './common';
 export { REVOKED_CHECK_MS, REVOKED_SEEDED } from './revocation';
 
 export class Gate {

@@ -25,7 +25,7 @@ const REFUSAL_MEMORY_MS = 100;
  * Most slots one lease asks for: a grant is logged slot by slot (each a member of the
  * client's sorted set), so a large limit leases more often rather than in huge grants.
  */
-export const GRANT_MAX = 100;
+const GRANT_MAX = 100;
 
 /** Slots one lease asks for: a twentieth of the limit, at least one, at most GRANT_MAX. */
 export function grantSize(limit: number): number {
@@ -43,7 +43,7 @@ export interface LeaseAnswer {
   ttlMs: number;
 }
 
-export type LeaseFn = (clientId: string, limit: number, want: number) => Promise<LeaseAnswer>;
+type LeaseFn = (clientId: string, limit: number, want: number) => Promise<LeaseAnswer>;
 
 export interface RateState {
   limit: number;

@@ -7,7 +7,7 @@ import type { GateOptions } from './common';
 import type { GateCommands } from './scripts';
 
 /** How long a profile's browser device is remembered for its server-side events: a session stays open 30 minutes. */
-export const PROFILE_DEVICE_TTL_SECONDS = 35 * 60;
+const PROFILE_DEVICE_TTL_SECONDS = 35 * 60;
 const PROFILE_DEVICE_REFRESH_MS = 60_000;
 
 export class ProfileDevices {

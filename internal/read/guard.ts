@@ -15,8 +15,8 @@ import { rateHeaders, type Gate, type GateResult, type RateState } from '../rate
 import type { Redis, RedisKeys } from '../redis/redis';
 import type { Pool } from '../store/db';
 
-export const READ_RATE_LIMIT = 100;
-export const READ_RATE_WINDOW_MS = 10_000;
+const READ_RATE_LIMIT = 100;
+const READ_RATE_WINDOW_MS = 10_000;
 
 export interface ReadDeps {
   db: Pool;
@@ -37,7 +37,7 @@ export interface ReadDeps {
   admission?: ReadAdmission;
 }
 
-export interface ReadAdmission {
+interface ReadAdmission {
   clients: ClientLimiter;
   statements: Slots;
   /** READ_HEAVY_AFTER_MS: a client's recent PostgreSQL time before its statements wait for a slot. */

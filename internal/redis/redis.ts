@@ -7,7 +7,7 @@ export type { Redis };
 
 export function redisKeys(ns: string) {
   return {
-    /** Sliding-window log of one client's admitted requests (sorted set; internal/ratelimit/gate.ts). */
+    /** Sliding-window log of one client's admitted requests (sorted set; written by the scripts in internal/ratelimit/scripts.ts). */
     rate: (scope: string, clientId: string) => `${ns}:rl:log:${scope}:${clientId}`,
     /** Sequence of rate-log members (unique across API processes). */
     rateSeq: `${ns}:rl:seq`,

@@ -42,7 +42,7 @@ const toClient = (r: Record<string, unknown>): ClientRow => ({
 });
 
 /** A URL-safe project id from its name plus a random suffix, e.g. "my-shop-4f9c2a". */
-export function projectIdFor(name: string): string {
+function projectIdFor(name: string): string {
   const slug = name
     .normalize('NFKD')
     .toLowerCase()
@@ -73,7 +73,7 @@ export interface ProjectPatch {
  * UTC; what is kept per local day of the project is not). A no-op for now: the rebuild of the
  * daily rollups kept in the project's timezone goes here, so it commits with the change.
  */
-export async function afterTimezoneChange(_c: PoolClient, _project: ProjectRow, _previousTimezone: string): Promise<void> {}
+async function afterTimezoneChange(_c: PoolClient, _project: ProjectRow, _previousTimezone: string): Promise<void> {}
 
 /**
  * Changes a project in one transaction (the row locked, then updated, then
@@ -128,7 +128,7 @@ export async function listClients(db: Pool, projectId?: string): Promise<ClientR
   return res.rows.map(toClient);
 }
 
-/** The ids of every revoked client (the API's revocation mirror loads them: internal/ratelimit/gate.ts). */
+/** The ids of every revoked client (the API's revocation mirror loads them: internal/ratelimit/revocation.ts). */
 export async function listRevokedClientIds(db: Pool): Promise<string[]> {
   return (await db.query('SELECT id FROM clients WHERE revoked_at IS NOT NULL')).rows.map((r) => r.id as string);
 }

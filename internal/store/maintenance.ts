@@ -1,6 +1,6 @@
 // SQL of the periodic jobs: session-end lookups and retention.
 import { transaction, type Pool } from './db';
-import { PARTITION_LOCK_TIMEOUT_MS } from './writes';
+import { PARTITION_LOCK_TIMEOUT_MS } from './partitions';
 import { rollupKinds } from './rollups';
 
 export async function sessionForEndCheck(db: Pool, sessionId: string): Promise<{ ended: boolean; updatedAtMs: number } | null> {

@@ -11,17 +11,17 @@ import type { Pool } from './db';
 export const SQL_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sql');
 const LOCK_KEY = 727_274_001;
 
-export interface MigrateResult {
+interface MigrateResult {
   applied: string[];
   timescale: boolean;
 }
 
-export async function listMigrations(dir = SQL_DIR): Promise<string[]> {
+async function listMigrations(dir = SQL_DIR): Promise<string[]> {
   return (await readdir(dir)).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
 }
 
 /** The function files of `dir`/functions (sql/functions/README.md), in name order. */
-export async function listRoutines(dir = SQL_DIR): Promise<string[]> {
+async function listRoutines(dir = SQL_DIR): Promise<string[]> {
   const files = await readdir(path.join(dir, 'functions')).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return [] as string[];
     throw err;

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { TestEnv } from '../../test/support/harness';
 import { blankEventRecord } from '../enrich';
 import { applyRetention } from './maintenance';
-import { PartitionBusyError, PartitionKeeper } from './writes';
+import { PartitionBusyError, PartitionKeeper } from './partitions';
 
 let env: TestEnv;
 

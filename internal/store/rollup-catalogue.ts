@@ -1,5 +1,5 @@
 // How each service-kept rollup table combines, as data: the refresh applies deltas by it
-// (internal/store/rollups.ts, applyDeltas). A table's rows are keyed by every column that
+// (internal/store/rollup-deltas.ts, applyDeltas). A table's rows are keyed by every column that
 // is not a measure; a delta row is added to the stored row of the same key, and a row whose
 // `presence` measure reaches 0 is removed (it counted nothing any more).
 //

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { blankEventRecord } from '../enrich/record';
 import { SESSION_DIMENSIONS, type EventRecord } from '../model/event';
-import { arrayLiteral, copyField, eventColumnValues, eventsCopyText } from './writes';
+import { arrayLiteral, copyField, eventColumnValues, eventsCopyText } from './event-inserts';
 
 /** The plain definition: every column's value (eventColumnValues), groups as a text[] literal, each through copyField. */
 function reference(events: EventRecord[]): string {

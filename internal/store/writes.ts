@@ -1,17 +1,17 @@
 // The worker's writes: one transaction per shard batch holding the events, the session rows,
-// the profile/group operations and the shard's committed JetStream position.
+// the profile/group operations and the shard's committed JetStream position. The events'
+// COPY and the insert that skips stored rows are event-inserts.ts; the monthly partitions
+// of events, partitions.ts.
 import type { EventRecord } from '../model/event';
 import { SESSION_DIMENSIONS } from '../model/event';
 import type { SessionState } from '../sessionize/session';
 import { createHash } from 'node:crypto';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { from as copyFrom } from 'pg-copy-streams';
 import { transaction, type Pool, type PoolClient } from './db';
+import { copyEvents, eventKey, EventStoredError, firstOfEachEvent, insertEventsSkippingStored } from './event-inserts';
 import { applyProfileOps, recordOpFailures, type OpFailure, type ProfileOp } from './profiles';
 export { isDataError } from './profiles';
 
-export type { OpFailure, ProfileOp } from './profiles';
+export type { ProfileOp } from './profiles';
 
 export interface ShardBatch {
   stream: string;
@@ -130,210 +130,6 @@ export async function claimShardPosition(
       await c.query('UPDATE shard_offsets SET stream_seq = $3, stream_created = $4, updated_at = now() WHERE stream = $1 AND shard = $2', [stream, shard, plan.seq, created]);
     }
     return plan.seq;
-  });
-}
-
-const MONTH_MS = (d: Date) => Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
-
-/**
- * How long a partition's creation waits for its lock on `events` (then it gives up and is
- * tried again), so that it never queues the statements on `events` behind it for long.
- * Creating one as a table attached to `events` takes a lock on `events` that no read or write
- * of it conflicts with (only DDL: another attach, a partition's drop).
- */
-export const PARTITION_LOCK_TIMEOUT_MS = 1000;
-
-/** A partition could not be created: its lock on `events` was not granted in time (the batch is retried). */
-export class PartitionBusyError extends Error {}
-
-/** Monthly range partitions of `events` on plain PostgreSQL (TimescaleDB makes chunks itself). */
-export class PartitionKeeper {
-  private known = new Set<number>();
-  private readonly lockTimeoutMs: number;
-  private readonly attempts: number;
-  constructor(private readonly db: Pool, private readonly timescale: boolean, opts: { lockTimeoutMs?: number; attempts?: number } = {}) {
-    this.lockTimeoutMs = opts.lockTimeoutMs ?? PARTITION_LOCK_TIMEOUT_MS;
-    this.attempts = Math.max(1, opts.attempts ?? 5);
-  }
-
-  /** After an error (e.g. retention dropped a partition) every month is checked again. */
-  forget(): void {
-    this.known.clear();
-  }
-
-  async ensureFor(events: EventRecord[]): Promise<void> {
-    if (this.timescale) return;
-    const months = new Set<number>();
-    for (const e of events) months.add(MONTH_MS(e.createdAt));
-    for (const m of months) if (!this.known.has(m)) await this.create(m);
-  }
-
-  /**
-   * This month and the next `ahead` (a periodic job and the worker's start), so that the
-   * live path has a partition to write to when a month begins; only a backfill into a month
-   * without one creates it on the write path. Returns the months it had to check.
-   */
-  async ensureAhead(ahead = 2, nowMs = Date.now()): Promise<number> {
-    if (this.timescale) return 0;
-    const now = new Date(nowMs);
-    let checked = 0;
-    for (let i = 0; i <= ahead; i++) {
-      const m = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + i, 1);
-      if (this.known.has(m)) continue;
-      await this.create(m);
-      checked++;
-    }
-    return checked;
-  }
-
-  /**
-   * The month's partition, made as a table like `events` (its columns, defaults, constraints
-   * and indexes) and attached to `events` in one transaction. Not CREATE TABLE ... PARTITION
-   * OF: that takes an ACCESS EXCLUSIVE lock on `events`, so it waits for every statement on
-   * `events` (a refresh transaction, an export a slow client reads) and every later one,
-   * whatever its project, queues behind it; a backfill into 120 new months then waited 120
-   * times. ATTACH PARTITION takes SHARE UPDATE EXCLUSIVE, which reads and writes do not
-   * conflict with. The lock is still waited for at most lockTimeoutMs, `attempts` times;
-   * PartitionBusyError when it was never granted. An existing partition needs no lock (its
-   * name is taken: 42P07 at once).
-   */
-  private async create(m: number): Promise<void> {
-    const from = new Date(m);
-    const to = new Date(Date.UTC(from.getUTCFullYear(), from.getUTCMonth() + 1, 1));
-    const name = `events_p${from.toISOString().slice(0, 7).replace('-', '')}`;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await transaction(this.db, async (c) => {
-          await c.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(this.lockTimeoutMs))}`);
-          await c.query(`CREATE TABLE ${name} (LIKE events INCLUDING ALL)`);
-          await c.query(`ALTER TABLE events ATTACH PARTITION ${name} FOR VALUES FROM ('${from.toISOString()}') TO ('${to.toISOString()}')`);
-        });
-        break;
-      } catch (err) {
-        const code = (err as { code?: string }).code ?? '';
-        // The month's partition exists (another worker made it), or a partition of another
-        // name covers the month (42P17: it would overlap; the new table is rolled back).
-        if (['42P07', '23505', '42P17'].includes(code)) break;
-        if (code !== '55P03') throw err;
-        if (attempt >= this.attempts) {
-          throw Object.assign(new PartitionBusyError(`partition ${name} not created: its lock on events was not granted within ${this.lockTimeoutMs} ms, ${attempt} times`), { cause: err });
-        }
-        // Queued again soon: it is granted as soon as the DDL it waits for ends.
-        await new Promise((r) => setTimeout(r, 10 + Math.random() * 40));
-      }
-    }
-    this.known.add(m);
-  }
-}
-
-const EVENT_COLUMNS = [
-  ['id', 'uuid'], ['project_id', 'text'], ['name', 'text'], ['device_id', 'text'], ['profile_id', 'text'],
-  ['session_id', 'uuid'], ['created_at', 'timestamptz'], ['properties', 'jsonb'], ['groups', 'text'],
-  ['origin', 'text'], ['path', 'text'], ['title', 'text'],
-  ...SESSION_DIMENSIONS.map((d) => [d, 'text'] as const),
-  ['latitude', 'float8'], ['longitude', 'float8'], ['is_bot', 'bool'], ['bot_reason', 'text'], ['duration_ms', 'int8'],
-] as const;
-
-export function eventColumnValues(e: EventRecord): unknown[] {
-  return [
-    e.id, e.projectId, e.name, e.deviceId, e.profileId, e.sessionId, e.createdAt.toISOString(), JSON.stringify(e.properties),
-    // text[] cannot be an element of an unnest() array: carried as JSON text and cast back.
-    JSON.stringify(e.groups),
-    e.origin, e.path, e.title,
-    ...SESSION_DIMENSIONS.map((d) => e[d]),
-    e.latitude, e.longitude, e.isBot, e.botReason, e.durationMs,
-  ];
-}
-
-/** The fallback insert: skips rows whose (created_at, id) is stored already; returns the ids it inserted. */
-async function insertEventsSkippingStored(c: PoolClient, events: EventRecord[]): Promise<Set<string>> {
-  if (!events.length) return new Set();
-  const cols = EVENT_COLUMNS.map(([n]) => n);
-  const columns: unknown[][] = cols.map(() => []);
-  for (const e of events) eventColumnValues(e).forEach((v, i) => columns[i]!.push(v));
-  const selects = EVENT_COLUMNS.map(([n], i) =>
-    n === 'groups' ? `ARRAY(SELECT jsonb_array_elements_text(u.c${i}::jsonb))` : `u.c${i}`,
-  );
-  const unnest = EVENT_COLUMNS.map(([n, t], i) => `$${i + 1}::${n === 'groups' ? 'text' : t}[]`).join(', ');
-  const aliases = EVENT_COLUMNS.map((_, i) => `c${i}`).join(', ');
-  const r = await c.query<{ id: string; created_at: Date }>(
-    `INSERT INTO events (${cols.join(', ')})
-     SELECT ${selects.join(', ')} FROM unnest(${unnest}) AS u(${aliases})
-     ON CONFLICT DO NOTHING RETURNING id, created_at`,
-    columns,
-  );
-  return new Set(r.rows.map((x) => eventKey(x.id, x.created_at.getTime())));
-}
-
-const eventKey = (id: string, createdAtMs: number): string => `${createdAtMs}\u0000${id}`;
-
-/** A COPY text-format field: NULL as \N; backslash, newline, carriage return and tab escaped. */
-export function copyField(v: unknown): string {
-  if (v === null || v === undefined) return '\\N';
-  return copyText(typeof v === 'boolean' ? (v ? 't' : 'f') : String(v));
-}
-
-const COPY_SPECIAL = /[\\\n\r\t]/;
-const COPY_SPECIALS = /[\\\n\r\t]/g;
-const copyEscape = (ch: string) => (ch === '\\' ? '\\\\' : ch === '\n' ? '\\n' : ch === '\r' ? '\\r' : '\\t');
-/** Text as a COPY field: backslash, newline, carriage return and tab escaped (most text has none: no copy then). */
-const copyText = (s: string): string => (COPY_SPECIAL.test(s) ? s.replace(COPY_SPECIALS, copyEscape) : s);
-const copyNullable = (v: string | number | null): string => (v === null ? '\\N' : typeof v === 'number' ? String(v) : copyText(v));
-
-/** A text[] literal: every element double-quoted, so any text survives. */
-export function arrayLiteral(items: string[]): string {
-  return `{${items.map((x) => `"${x.replace(/[\\"]/g, (ch) => `\\${ch}`)}"`).join(',')}}`;
-}
-
-/**
- * The batch's events as COPY text rows, in EVENT_COLUMNS order (the values of
- * eventColumnValues, groups as a text[] literal). Written field by field: the worker's
- * hottest function when it built an array per row and ran a regex replace per field (a
- * sixth of its thread's time under load). writes.test.ts checks it against copyField over
- * eventColumnValues for random events.
- */
-export function eventsCopyText(events: EventRecord[]): string {
-  let out = '';
-  for (const e of events) {
-    out += copyText(e.id) + '\t' + copyText(e.projectId) + '\t' + copyText(e.name) + '\t' + copyText(e.deviceId) + '\t'
-      + copyText(e.profileId) + '\t' + copyNullable(e.sessionId) + '\t' + e.createdAt.toISOString() + '\t'
-      + copyText(JSON.stringify(e.properties)) + '\t' + copyText(arrayLiteral(e.groups)) + '\t'
-      + copyText(e.origin) + '\t' + copyText(e.path) + '\t' + copyText(e.title);
-    for (const d of SESSION_DIMENSIONS) out += '\t' + copyText(e[d]);
-    out += '\t' + copyNullable(e.latitude) + '\t' + copyNullable(e.longitude) + '\t' + (e.isBot ? 't' : 'f') + '\t'
-      + copyNullable(e.botReason) + '\t' + copyNullable(e.durationMs) + '\n';
-  }
-  return out;
-}
-
-/** COPY refused a row because its (created_at, id) is stored already: a redelivered event. */
-class EventStoredError extends Error {}
-
-/**
- * COPY straight into events (the partition or chunk is routed by PostgreSQL): no per-row
- * conflict check. An event already stored makes it fail with a unique violation; the caller
- * then redoes the transaction with insertEventsSkippingStored (exactly once by event id).
- */
-async function copyEvents(c: PoolClient, events: EventRecord[]): Promise<Set<string>> {
-  if (!events.length) return new Set();
-  const sql = `COPY events (${EVENT_COLUMNS.map(([n]) => n).join(', ')}) FROM STDIN`;
-  try {
-    await pipeline(Readable.from([Buffer.from(eventsCopyText(events), 'utf8')]), c.query(copyFrom(sql)));
-  } catch (err) {
-    if ((err as { code?: string }).code === '23505') throw new EventStoredError('an event of this batch is stored already');
-    throw err;
-  }
-  return new Set(events.map((e) => eventKey(e.id, e.createdAt.getTime())));
-}
-
-/** Drops repeats of one (created_at, id) within a batch, keeping the first (as ON CONFLICT DO NOTHING would). */
-function firstOfEachEvent(events: EventRecord[]): EventRecord[] {
-  const seen = new Set<string>();
-  return events.filter((e) => {
-    const k = eventKey(e.id, e.createdAt.getTime());
-    if (seen.has(k)) return false;
-    seen.add(k);
-    return true;
   });
 }
 

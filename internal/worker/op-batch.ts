@@ -37,7 +37,7 @@ export interface ProcessedBatch extends Omit<ShardBatch, 'stream' | 'shard' | 'f
 }
 
 /** A server-side event whose session is decided after the batch (joinServerSide). */
-export interface HeldEvent {
+interface HeldEvent {
   rec: EventRecord;
   /** The device it was queued on. */
   k: string;
@@ -76,7 +76,7 @@ export interface OpBatch {
   readonly held: HeldEvent[];
 }
 
-export type OpBatchDeps = Pick<ProcessDeps, 'cache' | 'timeoutMs' | 'unstorable'> & { enricher: Pick<Enricher, 'enrich'> };
+type OpBatchDeps = Pick<ProcessDeps, 'cache' | 'timeoutMs' | 'unstorable'> & { enricher: Pick<Enricher, 'enrich'> };
 
 /** An empty batch at wall time `now` over `states` (sessions loaded from the store for devices not in the cache). */
 export function newOpBatch(deps: OpBatchDeps, now: number, states = new Map<string, SessionState>()): OpBatch {

@@ -11,9 +11,9 @@ import { currentSession, deviceKey, type OpBatch } from './op-batch';
 
 type OpOf<K extends QueuedOp['kind']> = Extract<QueuedOp, { kind: K }>;
 /** Applies one op to the batch. Must not throw on any input the API queues. */
-export type OpStep<O extends QueuedOp = QueuedOp> = (b: OpBatch, op: O) => void;
+type OpStep<O extends QueuedOp = QueuedOp> = (b: OpBatch, op: O) => void;
 /** Adds to the batch what one event, sessionized (`s`), brings; `k` is its device key. */
-export type SessionRowStep = (b: OpBatch, s: SessionStep, rec: EventRecord, k: string) => void;
+type SessionRowStep = (b: OpBatch, s: SessionStep, rec: EventRecord, k: string) => void;
 
 // ---- rows -------------------------------------------------------------------------------
 

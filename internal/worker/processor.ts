@@ -7,8 +7,8 @@ import type { SessionState } from '../sessionize/session';
 import { deviceKey, finishBatch, newOpBatch, type ProcessDeps, type ProcessedBatch, type SessionCache } from './op-batch';
 import { applyOp, joinServerSide } from './op-steps';
 
-export { deviceKey, type ProcessDeps, type ProcessedBatch, type SessionCache } from './op-batch';
-export { joinable, recordFromOp } from './op-steps';
+export { deviceKey, type ProcessDeps, type ProcessedBatch } from './op-batch';
+export { joinable } from './op-steps';
 
 /** Event time of an op for ordering (receipt time for ops that are not events). */
 const opTime = (op: QueuedOp): number => Date.parse(op.kind === 'track' ? op.createdAt : op.receivedAt);

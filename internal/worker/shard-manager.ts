@@ -7,7 +7,7 @@ import type { Redis, RedisKeys } from '../redis/redis';
 import type { Logger } from '../obs/log';
 import type { Metrics } from '../obs/metrics';
 
-export interface ShardHandle {
+interface ShardHandle {
   stop(): Promise<void>;
   /** True once the runner stopped by itself (fenced or failed). */
   readonly done: boolean;
@@ -15,7 +15,7 @@ export interface ShardHandle {
   problem?(): string | null;
 }
 
-export interface ShardManagerOptions {
+interface ShardManagerOptions {
   redis: Redis;
   keys: RedisKeys;
   shards: number;

@@ -6,20 +6,20 @@
 // the shard's consumer is opened.
 
 /** A shard's position as PostgreSQL holds it; `created` null: recorded before instances were. */
-export interface StoredPosition {
+interface StoredPosition {
   seq: number;
   created: string | null;
 }
 
 /** The stream as JetStream describes it now. */
-export interface StreamInstance {
+interface StreamInstance {
   /** The stream's creation time (JetStream's `created`): a new instance has a new one. */
   created: string;
   /** The last sequence the stream assigned (0 when it never held a message). */
   lastSeq: number;
 }
 
-export interface PositionPlan {
+interface PositionPlan {
   /** The committed position to consume after. */
   seq: number;
   /** Why the position moved (null: kept). */

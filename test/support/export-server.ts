@@ -15,7 +15,7 @@ import { Gate } from '../../internal/ratelimit/gate';
 import type { ReadDeps } from '../../internal/read/guard';
 import { connectRedis, redisKeys } from '../../internal/redis/redis';
 import { createPool, type Pool } from '../../internal/store/db';
-import { PartitionKeeper } from '../../internal/store/writes';
+import { PartitionKeeper } from '../../internal/store/partitions';
 import { REDIS_URL, type TestEnv } from './harness';
 import { mulberry32 } from './random';
 

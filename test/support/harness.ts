@@ -24,7 +24,7 @@ import { createEnricher } from '../../internal/enrich';
 import { createLogger } from '../../internal/obs/log';
 import { createMetrics, type Metrics } from '../../internal/obs/metrics';
 import { redisKeys } from '../../internal/redis/redis';
-import { PartitionKeeper } from '../../internal/store/writes';
+import { PartitionKeeper } from '../../internal/store/partitions';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const PG_BASE = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432';

@@ -4,7 +4,7 @@ import type { Metrics } from './format';
 import type { Filter } from './state';
 import { periodParams, type Period } from './periods';
 
-export interface Credentials {
+interface Credentials {
   clientId: string;
   clientSecret: string;
 }
@@ -15,7 +15,7 @@ export interface Project {
   timezone: string;
 }
 
-export interface MetricsResponse {
+interface MetricsResponse {
   metrics: Metrics;
   series: (Metrics & { date: string })[];
 }
@@ -38,7 +38,7 @@ export interface PageRow {
   avg_duration: number;
 }
 
-export type ApiErrorKind = 'unauthorized' | 'forbidden' | 'notFound' | 'rateLimited' | 'unavailable' | 'network' | 'badRequest' | 'server';
+type ApiErrorKind = 'unauthorized' | 'forbidden' | 'notFound' | 'rateLimited' | 'unavailable' | 'network' | 'badRequest' | 'server';
 
 export class ApiError extends Error {
   constructor(
@@ -85,10 +85,6 @@ export function saveCredentials(c: Credentials | null): void {
 
 export class Api {
   constructor(private readonly creds: Credentials, private readonly base = '') {}
-
-  get clientId(): string {
-    return this.creds.clientId;
-  }
 
   get credentials(): Credentials {
     return this.creds;

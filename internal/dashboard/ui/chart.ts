@@ -5,7 +5,7 @@ import uPlot from 'uplot';
 import type { MetricKey } from './format';
 import { exact, formatMetric, metricInfo } from './format';
 
-export type Bucket = 'hour' | 'day' | 'week' | 'month';
+type Bucket = 'hour' | 'day' | 'week' | 'month';
 
 /** The bucket size, from the spacing of the series' dates (semantics.md: hour, day, week or month). */
 export function bucketOf(dates: string[]): Bucket {
@@ -27,7 +27,7 @@ export function bucketLabel(iso: string, bucket: Bucket, timeZone: string): stri
   return bucket === 'week' ? `Week of ${text}` : text;
 }
 
-export interface ChartData {
+interface ChartData {
   metric: MetricKey;
   dates: string[];
   values: number[];

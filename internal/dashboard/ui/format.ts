@@ -53,7 +53,7 @@ export function exact(key: MetricKey, v: number): string {
   return formatMetric(key, v);
 }
 
-export interface Change {
+interface Change {
   /** "+12%", "−3%", "0%", or "—" when there is nothing to compare with. */
   text: string;
   direction: 'up' | 'down' | 'flat' | 'none';

@@ -19,7 +19,7 @@ export const RANGES = [
   { value: 'lastYear', label: 'Last year' },
 ] as const;
 
-export type RangeValue = (typeof RANGES)[number]['value'];
+type RangeValue = (typeof RANGES)[number]['value'];
 
 export const isRange = (v: string): v is RangeValue => RANGES.some((r) => r.value === v);
 
@@ -43,21 +43,21 @@ export function todayIn(timeZone: string, now = new Date()): string {
 const toUtc = (d: string) => new Date(`${d}T00:00:00Z`);
 const fmt = (d: Date) => d.toISOString().slice(0, 10);
 
-export function addDays(d: string, n: number): string {
+function addDays(d: string, n: number): string {
   const x = toUtc(d);
   x.setUTCDate(x.getUTCDate() + n);
   return fmt(x);
 }
 
 /** First day of the month `n` months from d's month. */
-export function monthStart(d: string, n = 0): string {
+function monthStart(d: string, n = 0): string {
   const x = toUtc(d);
   return fmt(new Date(Date.UTC(x.getUTCFullYear(), x.getUTCMonth() + n, 1)));
 }
 
-export const monthEnd = (d: string, n = 0): string => addDays(monthStart(d, n + 1), -1);
+const monthEnd = (d: string, n = 0): string => addDays(monthStart(d, n + 1), -1);
 
-export function daysBetween(a: string, b: string): number {
+function daysBetween(a: string, b: string): number {
   return Math.round((toUtc(b).getTime() - toUtc(a).getTime()) / 86_400_000);
 }
 

@@ -6,7 +6,7 @@ import { isIP } from 'node:net';
 type MmdbValue = string | number | bigint | boolean | MmdbValue[] | { [key: string]: MmdbValue };
 type Slot = number | { data: number } | null;
 
-export interface MmdbNetwork {
+interface MmdbNetwork {
   /** "81.2.69.0/24" or "2a02:ec80::/32". IPv4 networks are stored at ::a.b.c.d (as GeoLite2 does). */
   cidr: string;
   record: { [key: string]: MmdbValue };
