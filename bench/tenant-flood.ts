@@ -107,6 +107,7 @@ const result = await withNpmStart('flood', { ROLLUP_REFRESH_QUIET_MS: String(QUI
       const r0 = Date.now();
       const r = await get(url, or);
       reads.push({ status: r.status, ms: Date.now() - r0 });
+      if (r.status !== 200 || Date.now() - r0 > 1000) log(`slow or failed read: ${r.status} in ${Date.now() - r0} ms, ${url.replace(app.url, '')}`);
     }
     const deadline = Date.now() + 120_000;
     while (Date.now() < deadline && (storedMs === null || lateRefreshedMs === null)) {

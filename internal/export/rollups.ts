@@ -260,7 +260,7 @@ export function totalCountSql(
   const parts = [
     ...(rows.days ? [sum(perRow('days', rows.days.rows, 'r'))] : []),
     sum(typeof rows.hours === 'string' ? perRow('hrs', rows.hours, 'r') : unloggedRows(layers, rows.hours.flat, rows.hours.where)),
-    `(SELECT count(*) FROM ${rawPerHour('inv', '1', 'events e', rawWhere(p), 'e.created_at', 'x')})`,
+    `(SELECT count(*) FROM ${rawPerHour('inv', '1', 'events e', rawWhere(p), 'e.created_at', 'x', layers)})`,
     `(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND ${edges(layers, 'e.created_at', false, true)[0]} AND ${atOrBefore(p)})`,
     ...(span.from ? [`(SELECT count(*) FROM events e WHERE ${rawWhere(p)} AND ${edges(layers, 'e.created_at', true, false)[0]})`] : []),
   ];

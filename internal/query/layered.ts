@@ -108,11 +108,18 @@ export function probe(layer: 'days' | 'hrs', relation: string, a: string, projec
   return `SELECT ${select} FROM ${relation} ${a} WHERE ${[`${a}.project_id = ${project}`, ...keys, `${a}.bucket = ${LAYER_START[layer]}`, ...where].join(' AND ')}`;
 }
 
-/** The raw rows of `table` (e.g. `events s`) meeting `where` with `time` in each hour of `layer` (inv or hrs). */
-export function rawPerHour(layer: 'inv' | 'hrs', select: string, table: string, where: string, time: string, alias: string): string {
+/**
+ * The raw rows of `table` (e.g. `events s`) meeting `where` with `time` in each hour of `layer`
+ * (inv or hrs). With `span` (the layers' bounds, which hold every hour of both layers), `time`
+ * is bounded by them too: constants the planner prunes the partitions of events with when it
+ * plans (an hour of a LATERAL is known only when it runs), so a read plans the partitions of
+ * its span, not every month the project ever wrote.
+ */
+export function rawPerHour(layer: 'inv' | 'hrs', select: string, table: string, where: string, time: string, alias: string, span?: Pick<Layers, 'from' | 'to'>): string {
   const h = LAYER_START[layer];
+  const bounds = span ? ` AND ${time} >= ${span.from} AND ${time} < ${span.to}` : '';
   return perRow(layer, `SELECT ${select} FROM ${table}
-          WHERE ${where} AND ${time} >= ${h} AND ${time} < ${h} + ${HOUR}`, alias);
+          WHERE ${where} AND ${time} >= ${h} AND ${time} < ${h} + ${HOUR}${bounds}`, alias);
 }
 
 /** The hourly rows of `relation` (alias r) of the span's unlogged hours, read flat (no days), meeting `where`. */
@@ -138,7 +145,7 @@ export function rawParts(
   part: (rows: string) => string,
 ): string[] {
   return [
-    part(rawPerHour('inv', raw.columns, raw.table, raw.where, raw.time, 'x')),
+    part(rawPerHour('inv', raw.columns, raw.table, raw.where, raw.time, 'x', layers)),
     ...edges(layers, raw.time, raw.head, raw.tail)
       .map((edge) => part(`(SELECT ${raw.columns} FROM ${raw.table} WHERE ${raw.where} AND ${edge} OFFSET 0) x`)),
   ];
