@@ -47,7 +47,8 @@
 //   npx tsx bench/rollup-cost.ts [--events 10000] [--no-hll] [--live] [--session-timeout-min 1]
 //                                [--connections 16] [--idle-s 20] [--quiet-s 5] [--record]
 // Prints the markdown section and a JSON line (BENCH_RESULT ...); writes the "Rollup cost"
-// section (or "Rollup cost: live hour") of bench/RESULTS.md only with --record.
+// section ("Rollup cost: live hour", each with ", without hll" when the database has no hll)
+// of bench/RESULTS.md only with --record.
 import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -497,8 +498,11 @@ async function run(): Promise<Result> {
 
 // ---- report ----
 
+/** The section of bench/RESULTS.md a run writes: backfilled hours or a live hour, with hll or without it. */
+const sectionTitle = (r: Result) => `${r.options.live ? 'Rollup cost: live hour' : 'Rollup cost'}${r.hll ? '' : ', without hll'}`;
+
 function markdown(r: Result, command: string): string {
-  const title = r.options.live ? 'Rollup cost: live hour' : 'Rollup cost';
+  const title = sectionTitle(r);
   const T = r.tidemark;
   const B = r.bare;
   const L = [`## ${title}`, ''];
@@ -522,7 +526,7 @@ if (process.argv[1] && /bench[\\/]rollup-cost\.ts$/.test(process.argv[1])) {
       const md = markdown(r, `npx tsx bench/rollup-cost.ts${argv.length ? ` ${argv.join(' ')}` : ''}`);
       process.stdout.write(`${md}\n`);
       process.stdout.write(`BENCH_RESULT ${JSON.stringify(r)}\n`);
-      if (a.record) writeSection(r.options.live ? 'Rollup cost: live hour' : 'Rollup cost', md);
+      if (a.record) writeSection(sectionTitle(r), md);
       process.exit(0);
     },
     (err) => {
