@@ -44,7 +44,7 @@ test('every served route and method is in the document', () => {
 });
 
 test('ingest, insights and export paths document their CORS preflight', () => {
-  for (const path of ['/track', '/event', '/insights/{projectId}/metrics', '/insights/{projectId}/country', '/export/events', '/export/charts']) {
+  for (const path of ['/track', '/event', '/track/device-id', '/profile', '/profile/increment', '/profile/decrement', '/insights/{projectId}/metrics', '/insights/{projectId}/country', '/export/events', '/export/charts']) {
     assert.ok(doc.paths[path]?.options, path);
   }
 });

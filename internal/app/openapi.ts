@@ -1,7 +1,7 @@
 // The OpenAPI 3.1 document, generated from the same zod schemas that validate requests:
 // every route the API serves (ingest, insights, export, operations), with CORS preflights.
 import { z } from 'zod';
-import { EventBody, IngestAccepted, TrackBody } from '../ingest/schemas';
+import { EventBody, IdentifyPayload, IncrementPayload, IngestAccepted, TrackBody } from '../ingest/schemas';
 import { ConsumedProps } from '../ingest/ops';
 import { pageParamsSchema, periodParamsSchema, filterSchema } from '../query/params';
 import { breakdownSchema, chartSchema, EXPORT_INCLUDES, eventsSchema, seriesItemSchema } from '../export/params';
@@ -90,6 +90,24 @@ const ingestErrors = {
   429: { description: 'Ingest rate limit of the client', content: json(IngestError) },
   503: { description: 'Not confirmed stored (it may or may not have been); retry with backoff and the same Idempotency-Key', content: json(IngestError) },
 };
+const DeviceIdAnswer = z.object({
+  deviceId: z.string().describe('32 hex chars: the id /track gives this user-agent and client address now'),
+  sessionId: z.string().describe("the device's live session (its next event joins it), or '' when none"),
+  message: z.string().describe("OpenPanel's: 'current session exists for this device id', 'previous session exists for this device id' or 'No session exists for this device id'"),
+});
+/** OpenPanel's older profile routes: the /track payload without the envelope; 202 with the profile id as text. */
+const profileRoute = (summary: string, body: z.ZodType, security: unknown[], preflight: Record<string, unknown>) => ({
+  post: {
+    summary, tags: ['ingest'], security,
+    parameters: [idempotencyParam],
+    requestBody: { required: true, content: { 'application/json': { schema: schema(body) } } },
+    responses: {
+      202: { description: 'Durably queued; the body is the profile id (text/plain, as OpenPanel answers)', content: { 'text/plain': { schema: { type: 'string' } } } },
+      ...ingestErrors,
+    },
+  },
+  ...preflight,
+});
 const idempotencyParam = {
   name: 'Idempotency-Key', in: 'header', required: false,
   description: 'The event\'s own key (1-256 characters; or the property __idempotencyKey): a retry with the same key is never counted twice',
@@ -178,6 +196,22 @@ export function openApiDocument(extraPaths: Record<string, unknown> = {}): Recor
       },
       ...ingestPreflight,
     },
+    '/track/device-id': {
+      get: {
+        summary: "The device id /track gives the caller's user-agent and address, and its live session (OpenPanel's)", tags: ['ingest'],
+        security: ingestSecurity,
+        responses: {
+          200: { description: 'OK', content: json(DeviceIdAnswer) },
+          400: { description: 'No user-agent header', content: json(BadRequest) },
+          401: ingestErrors[401], 403: ingestErrors[403], 429: ingestErrors[429],
+          503: { description: 'The device salts could not be read (Redis); retry', content: json(IngestError) },
+        },
+      },
+      ...ingestPreflight,
+    },
+    '/profile': profileRoute('identify (OpenPanel\'s older route: the body is /track\'s identify payload)', IdentifyPayload, ingestSecurity, ingestPreflight),
+    '/profile/increment': profileRoute('increment (OpenPanel\'s older route: the body is /track\'s increment payload)', IncrementPayload, ingestSecurity, ingestPreflight),
+    '/profile/decrement': profileRoute('decrement (OpenPanel\'s older route: the body is /track\'s decrement payload)', IncrementPayload, ingestSecurity, ingestPreflight),
     '/insights/{projectId}/metrics': insights('Totals and a series per bucket', periodParamsSchema, MetricsResponse),
     '/projects': {
       get: {

@@ -23,6 +23,7 @@ import { PartitionKeeper } from '../store/partitions';
 import { listRevokedClientIds } from '../store/accounts';
 import { refreshRollups } from '../store/rollups';
 import { pgSaltStore } from '../store/maintenance';
+import { liveSessionOf } from '../store/device-session';
 import { ShardManager } from '../worker/shard-manager';
 import { ShardRunner } from '../worker/shard-runner';
 import { Semaphore } from '../worker/semaphore';
@@ -271,6 +272,11 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
         log.warn({ err: (err as Error).message }, 'ingest without Redis: no rate limit or live update');
       },
       onRateLimited: (scope) => metrics.rateLimited.inc({ scope }),
+      liveSession: (projectId, deviceId, nowMs) => liveSessionOf(db, projectId, deviceId, nowMs, cfg.SESSION_TIMEOUT_MINUTES * 60_000),
+      onSessionLookupError: (err) => {
+        metrics.degraded.inc({ dependency: 'postgres' });
+        log.warn({ err: (err as Error).message }, 'GET /track/device-id answered without its session: PostgreSQL did not answer');
+      },
     })) router.add(r);
     readSlots = new Slots(cfg.READ_CONCURRENCY);
     const admission = { clients: new ClientLimiter(cfg.READ_CONCURRENCY_PER_CLIENT, cfg.READ_QUEUE_PER_CLIENT), statements: readSlots, heavyAfterMs: cfg.READ_HEAVY_AFTER_MS, cost: new ReadCost() };

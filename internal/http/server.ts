@@ -36,7 +36,8 @@ const STATUS_LINE: Record<number, string> = Object.fromEntries(
 );
 
 const INGEST_CORS_HEADERS = {
-  'Access-Control-Allow-Methods': 'POST, OPTIONS',
+  // GET: /track/device-id, which a browser SDK may ask with its client id header.
+  'Access-Control-Allow-Methods': 'GET, POST, OPTIONS',
   'Access-Control-Allow-Headers':
     'content-type, service-client-id, service-client-secret, openpanel-client-id, openpanel-client-secret, openpanel-sdk-name, openpanel-sdk-version, x-client-ip, user-agent, idempotency-key',
   'Access-Control-Max-Age': '86400',

@@ -1,20 +1,25 @@
-// POST /event and POST /track: validate, authorize, choose the device, publish, answer 202
-// only after the JetStream ack. Never blocks on PostgreSQL (clients are cached).
+// POST /event and POST /track (and OpenPanel's older /profile routes, profile-routes.ts):
+// validate, authorize, choose the device, publish, answer 202 only after the JetStream ack.
+// Never blocks on PostgreSQL (clients are cached). GET /track/device-id (device-id.ts) shares
+// the device ids computed here.
 import type { ZodType } from 'zod';
 import { detectBot } from '../enrich/bot';
 import { hasDeviceOverride, parseUserAgentInfo } from '../enrich/user-agent';
 import type { Authenticator } from '../auth/auth';
-import { BadRequestError, PayloadTooLargeError, ServiceUnavailableError, TooManyRequestsError, UnauthorizedError, UnsupportedMediaTypeError } from '../http/errors';
+import { BadRequestError, PayloadTooLargeError, ServiceUnavailableError, UnauthorizedError, UnsupportedMediaTypeError } from '../http/errors';
 import type { Route } from '../http/router';
 import type { HttpRequest, HttpResponse } from '../http/types';
 import { shardOf } from '../bus/bus';
 import { queuedOpProblem } from '../bus/storable';
 import type { QueuedTrack } from '../model/event';
-import { deviceWindow, rateHeaders, type Gate, type GateResult } from '../ratelimit/gate';
+import { deviceWindow, rateHeaders, type Gate } from '../ratelimit/gate';
+import { settleGate } from './gate-outcome';
 import { OpTooLargeError, type Batcher } from './batcher';
 import { DEFAULT_IP_HEADERS, type IpHeaderOrder } from './client-ip';
 import { GenerationalCache } from './cache';
 import { DeviceIdCache, type SaltKeeper } from './identity';
+import { deviceIdRoute, type LiveSessionLookup } from './device-id';
+import { profileRoutes, type Ingest } from './profile-routes';
 import { dedupeMsgId, dedupeOpId, takeIdempotencyKey } from './idempotency';
 import { clientIpOf, DEFAULT_EVENT_TIME_LIMITS, planEvent, planTrackBody, type EventTimeLimits, type OpContext, type PlannedOp } from './ops';
 import { EventBody, TrackBody, trackBodyFast, type EventBodyT, type TrackBodyT } from './schemas';
@@ -34,6 +39,10 @@ export interface IngestDeps {
   /** Redis could not be asked: the request goes on without rate limit and live update. */
   onDegraded?: (what: string, err: unknown) => void;
   onRateLimited?: (scope: string) => void;
+  /** GET /track/device-id's live session of a device (PostgreSQL); without it the answer names none. */
+  liveSession?: LiveSessionLookup;
+  /** That lookup failed or was late: the answer names no session (as OpenPanel's does then). */
+  onSessionLookupError?: (err: unknown) => void;
 }
 
 const MAX_DEPTH = 64;
@@ -129,7 +138,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
    * per request (the cached client and the day's salts are taken without a promise), so the
    * hot path awaits only the gate's Redis call and the JetStream ack.
    */
-  async function ingest<B>(
+  const ingest: Ingest = async function ingest<B>(
     req: HttpRequest,
     schema: ZodType<B>,
     plan: (body: B, ctx: OpContext) => PlannedOp,
@@ -201,26 +210,12 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     // Usually decided at once (local revocation mirror and token bucket); a promise only when
     // Redis must answer first (Gate.ingest in internal/ratelimit/gate.ts; the exact path is
     // internal/ratelimit/exact.ts).
-    let gate: GateResult | Promise<GateResult> = deps.gate.ingest({
+    const decided = settleGate(deps.gate.ingest({
       clientId: client.id, ratePerSecond: client.ingestRate, projectId, deviceId, previousDeviceId,
       markSeen: window.markSeen && !planned.deviceOverride && !joined,
       profileId: planned.profileId ?? '', liveAtMs: live, nowMs: receivedMs,
-    });
-    if (gate instanceof Promise) {
-      try {
-        gate = await gate;
-      } catch (err) {
-        deps.onDegraded?.('redis', err);
-        gate = { outcome: 'ok', rate: null, deviceId };
-      }
-    }
-    if (gate.outcome === 'revoked') throw new UnauthorizedError('invalid client credentials');
-    if (gate.outcome === 'limited') {
-      deps.onRateLimited?.('ingest');
-      const e = new TooManyRequestsError(`rate limit of ${gate.rate.limit} requests per second exceeded`);
-      e.headers = rateHeaders(gate.rate, true);
-      throw e;
-    }
+    }), deviceId, deps);
+    const gate = decided instanceof Promise ? await decided : decided;
     if (gate.deviceId !== deviceId) op = planned.build(gate.deviceId, ip); // (never for a routed server-side event: no previous id to try)
     // Every browser event's profile (the deviceId when it names none: semantics.md) and device.
     if (op.kind === 'track' && !serverSide) deps.gate.noteProfileDevice(projectId, planned.profileId || gate.deviceId, gate.deviceId, planned.eventMs ?? receivedMs, receivedMs);
@@ -245,7 +240,7 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
     }
     // A routed server-side event answers with its own device (the one it keeps unless it joins).
     return { status: 202, headers: gate.rate ? rateHeaders(gate.rate) : NO_HEADERS, body: { deviceId: ownDeviceId ?? gate.deviceId } };
-  }
+  };
 
   return [
     {
@@ -256,5 +251,11 @@ export function ingestRoutes(deps: IngestDeps): Route[] {
       method: 'POST', pattern: '/track', family: 'ingest', cors: true,
       handler: (req) => ingest<TrackBodyT>(req, TrackBody, planTrackBody, trackProperties),
     },
+    ...profileRoutes(ingest),
+    deviceIdRoute({
+      auth: deps.auth, gate: deps.gate, salts: deps.salts, deviceIds, ipHeaders, now,
+      liveSession: deps.liveSession, onDegraded: deps.onDegraded, onRateLimited: deps.onRateLimited,
+      onSessionLookupError: deps.onSessionLookupError,
+    }),
   ];
 }

@@ -5,7 +5,7 @@ import { BadRequestError } from '../http/errors';
 import type { DeviceOverrides, QueuedOp, QueuedTrack } from '../model/event';
 import { asIp, DEFAULT_IP_HEADERS, ipFromHeaders, type IpHeaderOrder } from './client-ip';
 import { DEVICE_OVERRIDE_KEY_LIST, DeviceOverrideProps, deviceOverridesFast, deviceOverridesOf } from './device-overrides';
-import { ISO_DATE_TIME, parseIsoMs, ReservedProps, RESERVED_KEYS, type EventBodyT, type TrackBodyT } from './schemas';
+import { ISO_DATE_TIME, parseIsoMs, ReservedProps, RESERVED_KEYS, type EventBodyT, type IdentifyPayloadT, type IncrementPayloadT, type TrackBodyT } from './schemas';
 
 /**
  * Event ids: UUIDv7 at the event time, its random bits drawn from a 4 KiB pool refilled by
@@ -305,6 +305,27 @@ function commonOf(ctx: OpContext, deviceId: string) {
   return { id: eventId(ctx.receivedMs), projectId: ctx.projectId, deviceId, receivedAt: isoTime(ctx.receivedMs) };
 }
 
+const TRACK_PROPERTIES = ['payload', 'properties'];
+
+/**
+ * identify (/track's `identify` and POST /profile): the profile's fields and its properties
+ * without the reserved keys; `propertiesPath` is where the body holds them (a 400 names it).
+ */
+export function planIdentify(p: IdentifyPayloadT, ctx: OpContext, propertiesPath: string[]): PlannedOp {
+  const { properties } = splitReserved(p.properties, propertiesPath);
+  if (p.avatar !== undefined) properties.avatar = p.avatar;
+  return base(p.profileId, (d) => ({
+    ...commonOf(ctx, d), kind: 'identify', profileId: p.profileId,
+    firstName: p.firstName ?? null, lastName: p.lastName ?? null, email: p.email ?? null, properties,
+  }));
+}
+
+/** increment (sign 1) or decrement (sign -1, queued as a negative increment): /track's and /profile/*'s. */
+export function planIncrement(p: IncrementPayloadT, sign: 1 | -1, ctx: OpContext): PlannedOp {
+  const delta = sign * p.value;
+  return base(p.profileId, (d) => ({ ...commonOf(ctx, d), kind: 'increment', profileId: p.profileId, property: p.property, delta }));
+}
+
 export function planTrackBody(body: TrackBodyT, ctx: OpContext): PlannedOp {
   switch (body.type) {
     case 'track': {
@@ -312,21 +333,11 @@ export function planTrackBody(body: TrackBodyT, ctx: OpContext): PlannedOp {
       const { properties, reserved } = splitReserved(p.properties, ['payload', 'properties']);
       return planTrack(p.name, properties, reserved, p.profileId ?? null, p.groups ?? [], reserved.timestampMs, ctx, TRACK_TIMESTAMP);
     }
-    case 'identify': {
-      const p = body.payload;
-      const { properties } = splitReserved(p.properties, ['payload', 'properties']);
-      if (p.avatar !== undefined) properties.avatar = p.avatar;
-      return base(p.profileId, (d) => ({
-        ...commonOf(ctx, d), kind: 'identify', profileId: p.profileId,
-        firstName: p.firstName ?? null, lastName: p.lastName ?? null, email: p.email ?? null, properties,
-      }));
-    }
+    case 'identify':
+      return planIdentify(body.payload, ctx, TRACK_PROPERTIES);
     case 'increment':
-    case 'decrement': {
-      const p = body.payload;
-      const delta = body.type === 'increment' ? p.value : -p.value;
-      return base(p.profileId, (d) => ({ ...commonOf(ctx, d), kind: 'increment', profileId: p.profileId, property: p.property, delta }));
-    }
+    case 'decrement':
+      return planIncrement(body.payload, body.type === 'increment' ? 1 : -1, ctx);
     case 'group': {
       const p = body.payload;
       return base(null, (d) => ({

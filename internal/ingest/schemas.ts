@@ -1,5 +1,5 @@
-// Request schemas of /event and /track: the single source of validation, types and the
-// OpenAPI document.
+// Request schemas of /event, /track and the older /profile routes: the single source of
+// validation, types and the OpenAPI document.
 import { z } from 'zod';
 import { RESERVED_EVENT_NAMES } from '../model/event';
 
@@ -56,7 +56,7 @@ const TrackPayload = z.object({
   groups: z.array(z.string().trim().min(1).max(256)).max(100).optional(),
 });
 
-const IdentifyPayload = z.object({
+export const IdentifyPayload = z.object({
   profileId: Id,
   firstName: z.string().max(256).optional(),
   lastName: z.string().max(256).optional(),
@@ -65,7 +65,7 @@ const IdentifyPayload = z.object({
   properties: Properties.optional(),
 });
 
-const IncrementPayload = z.object({
+export const IncrementPayload = z.object({
   profileId: Id,
   property: z.string().trim().min(1).max(256),
   value: z.number().finite().default(1),
@@ -95,6 +95,8 @@ export const TrackBody = z
   .describe('One ingest operation (POST /track)');
 
 export type TrackBodyT = z.infer<typeof TrackBody>;
+export type IdentifyPayloadT = z.infer<typeof IdentifyPayload>;
+export type IncrementPayloadT = z.infer<typeof IncrementPayload>;
 export type EventBodyT = z.infer<typeof EventBody>;
 
 export const IngestAccepted = z.object({ deviceId: z.string().describe('32 hex chars') });
