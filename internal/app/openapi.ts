@@ -6,6 +6,7 @@ import { ConsumedProps } from '../ingest/ops';
 import { pageParamsSchema, periodParamsSchema, filterSchema } from '../query/params';
 import { breakdownSchema, chartSchema, EXPORT_INCLUDES, eventsSchema, seriesItemSchema } from '../export/params';
 import { SESSION_DIMENSIONS } from '../model/event';
+import { eventPropertiesParamsSchema, MAX_EVENT_NAMES, MAX_PROPERTY_KEYS, MAX_PROPERTY_VALUES, propertyValuesParamsSchema } from '../insights/events-catalog';
 
 const schema = (s: z.ZodType, io: 'input' | 'output' = 'input') =>
   z.toJSONSchema(s, { io, unrepresentable: 'any', target: 'draft-2020-12' }) as Record<string, unknown>;
@@ -39,6 +40,12 @@ const BreakdownRow = z.object({
   pageviews: z.number().describe('screen views of the row\'s sessions'),
   prefix: z.string().optional().describe('region, city: country; browser_version: browser; os_version: os'),
 });
+
+const EventProperties = z.object({
+  columns: z.array(z.string()).describe('event columns a filter takes by name'),
+  properties: z.array(z.object({ property_key: z.string(), event_name: z.string() })),
+});
+const PropertyValues = z.object({ event: z.string(), property: z.string(), values: z.array(z.string()) });
 
 /** Query parameters that carry JSON text: the schema of what the text holds. */
 const JSON_PARAMS: Record<string, { description: string; content: z.ZodType }> = {
@@ -235,6 +242,15 @@ export function openApiDocument(extraPaths: Record<string, unknown> = {}): Recor
       ...readPreflight,
     },
     '/insights/{projectId}/pages': insights('Top pages', pageParamsSchema, z.array(PageRow)),
+    '/insights/{projectId}/events/names': insights(
+      `The project's event names (OpenPanel's): at most ${MAX_EVENT_NAMES}, most frequent recently first`, z.object({}), z.array(z.string()),
+    ),
+    '/insights/{projectId}/events/properties': insights(
+      `Property keys per event name (OpenPanel's): at most ${MAX_PROPERTY_KEYS} pairs, by key then name`, eventPropertiesParamsSchema, EventProperties,
+    ),
+    '/insights/{projectId}/events/property_values': insights(
+      `Values of one property of one event name (OpenPanel's): at most ${MAX_PROPERTY_VALUES}, most recently seen first`, propertyValuesParamsSchema, PropertyValues,
+    ),
     ...Object.fromEntries(
       SESSION_DIMENSIONS.map((d) => [`/insights/{projectId}/${d}`, insights(`Sessions by ${d}`, pageParamsSchema, z.array(BreakdownRow))]),
     ),

@@ -3,6 +3,7 @@
 import { NotFoundError } from '../http/errors';
 import type { Route } from '../http/router';
 import type { HttpRequest } from '../http/types';
+import { getPropertyValues, listEventNames, listEventProperties, parseEventPropertiesParams, parsePropertyValuesParams } from '../insights/events-catalog';
 import { getBreakdown, getMetrics, getPages, isBreakdownDimension } from '../insights/service';
 import { liveVisitors } from '../live/live';
 import { parsePageParams, parsePeriodParams } from '../query/params';
@@ -29,6 +30,10 @@ export function readRoutes(deps: ReadDeps): Route[] {
     // Counted by the guard's rate-limit call; asked again only if that call could not be made.
     insights('/insights/:projectId/live', async (_req, ctx) => ({ visitors: ctx.live ?? (await liveVisitors(deps.redis, deps.keys, ctx.projectId)) }), { live: true, admit: false }),
     insights('/insights/:projectId/pages', (req, ctx) => getPages(ctx.db, ctx.projectId, parsePageParams(req.query), new Date(), opts)),
+    // OpenPanel's event catalogue (internal/insights/events-catalog.ts).
+    insights('/insights/:projectId/events/names', (_req, ctx) => listEventNames(ctx.db, ctx.projectId, opts)),
+    insights('/insights/:projectId/events/properties', (req, ctx) => listEventProperties(ctx.db, ctx.projectId, parseEventPropertiesParams(req.query), opts)),
+    insights('/insights/:projectId/events/property_values', (req, ctx) => getPropertyValues(ctx.db, ctx.projectId, parsePropertyValuesParams(req.query), opts)),
     insights('/insights/:projectId/:dimension', (req, ctx) => {
       const dimension = req.params.dimension ?? '';
       if (!isBreakdownDimension(dimension)) throw new NotFoundError(`unknown insights endpoint: ${dimension}`);
