@@ -91,7 +91,7 @@ function layersOf(b: Bound, more: Pick<Layers, 'days' | 'hours'> = {}): Layers {
 
 /** Raw sessions (alias `s`, the rows a refresh sums) of each logged hour, or of each hour of `hrs`. */
 function tailSessions(b: Bound, hours: 'inv' | 'hrs' = 'inv'): string {
-  return rawPerHour(hours, '*', 'sessions s', `s.project_id = ${b.project} AND NOT s.is_bot`, 's.started_at', 's', { from: b.start, to: b.end });
+  return rawPerHour(hours, '*', 'sessions s', `s.project_id = ${b.project} AND NOT s.is_bot`, 's.started_at', 's');
 }
 
 /** The five session sums of the rollups, in their measure order: alias.column AS column, each wrapped in `f` (e.g. sum). */
