@@ -163,3 +163,66 @@ export async function insertProfiles(db: Pool, rows: ProfileRow[]): Promise<void
   await db.query('INSERT INTO profiles SELECT * FROM jsonb_populate_recordset(NULL::profiles, $1::jsonb)', [JSON.stringify(full)]);
 }
 
+
+/** One `sessions` row, every column given (jsonb_populate_recordset does not apply defaults). */
+export interface SessionRow {
+  id: string;
+  project_id: string;
+  device_id: string;
+  profile_id: string;
+  /** ISO 8601. */
+  started_at: string;
+  last_event_at: string;
+  duration_ms: number;
+  ended: boolean;
+  entry_origin: string;
+  entry_path: string;
+  exit_origin: string;
+  exit_path: string;
+  screen_view_count: number;
+  event_count: number;
+  is_bounce: boolean;
+  is_bot: boolean;
+  last_event_id: string | null;
+  last_event_is_view: boolean;
+  referrer: string;
+  referrer_name: string;
+  referrer_type: string;
+  utm_source: string;
+  utm_medium: string;
+  utm_campaign: string;
+  utm_term: string;
+  utm_content: string;
+  country: string;
+  region: string;
+  city: string;
+  device: string;
+  browser: string;
+  browser_version: string;
+  os: string;
+  os_version: string;
+  brand: string;
+  model: string;
+  updated_at: string;
+}
+
+/**
+ * A sessions row; give the fields the scenario needs. Seeded sessions must agree with their
+ * events (session_id, times, entry and exit pages, counts) as the sessionizer would write them.
+ */
+export function sessionRow(projectId: string, over: Partial<SessionRow> & { started_at: string }): SessionRow {
+  return {
+    id: randomUUID(), project_id: projectId, device_id: 'dev', profile_id: 'dev',
+    last_event_at: over.started_at, duration_ms: 0, ended: false,
+    entry_origin: '', entry_path: '', exit_origin: '', exit_path: '', screen_view_count: 0, event_count: 0,
+    is_bounce: true, is_bot: false, last_event_id: null, last_event_is_view: false,
+    referrer: '', referrer_name: '', referrer_type: '', utm_source: '', utm_medium: '', utm_campaign: '', utm_term: '', utm_content: '',
+    country: '', region: '', city: '', device: '', browser: '', browser_version: '', os: '', os_version: '', brand: '', model: '',
+    updated_at: over.started_at,
+    ...over,
+  };
+}
+
+export async function insertSessions(db: Pool, rows: SessionRow[]): Promise<void> {
+  await db.query('INSERT INTO sessions SELECT * FROM jsonb_populate_recordset(NULL::sessions, $1::jsonb)', [JSON.stringify(rows)]);
+}
