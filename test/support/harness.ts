@@ -25,6 +25,7 @@ import { createLogger } from '../../internal/obs/log';
 import { createMetrics, type Metrics } from '../../internal/obs/metrics';
 import { redisKeys } from '../../internal/redis/redis';
 import { PartitionKeeper } from '../../internal/store/partitions';
+import { createFromTemplate } from './template-db';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const PG_BASE = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432';
@@ -112,7 +113,9 @@ export class TestEnv {
 
   async setup(): Promise<this> {
     ensureServices();
-    await ensureDatabase(this.databaseUrl);
+    // A copy of the migrated template (test/support/template-db.ts); migrate() then finds
+    // nothing to apply. Without it, the database is made and migrated as the service does.
+    if (!(await createFromTemplate(PG_BASE, this.dbName))) await ensureDatabase(this.databaseUrl);
     this.db = createPool(this.databaseUrl, 4);
     try {
       await migrate(this.db);
