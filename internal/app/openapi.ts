@@ -6,7 +6,11 @@ import { ConsumedProps } from '../ingest/ops';
 import { pageParamsSchema, periodParamsSchema, filterSchema } from '../query/params';
 import { breakdownSchema, chartSchema, EXPORT_INCLUDES, eventsSchema, seriesItemSchema } from '../export/params';
 import { SESSION_DIMENSIONS } from '../model/event';
+import { activityPaths } from './openapi-activity';
+import { reportPaths } from './openapi-reports';
+import { profilePaths } from './openapi-profiles';
 import { eventPropertiesParamsSchema, MAX_EVENT_NAMES, MAX_PROPERTY_KEYS, MAX_PROPERTY_VALUES, propertyValuesParamsSchema } from '../insights/events-catalog';
+import { funnelParamsSchema, MAX_STEPS, MIN_STEPS } from '../insights/funnel';
 
 const schema = (s: z.ZodType, io: 'input' | 'output' = 'input') =>
   z.toJSONSchema(s, { io, unrepresentable: 'any', target: 'draft-2020-12' }) as Record<string, unknown>;
@@ -46,6 +50,19 @@ const EventProperties = z.object({
   properties: z.array(z.object({ property_key: z.string(), event_name: z.string() })),
 });
 const PropertyValues = z.object({ event: z.string(), property: z.string(), values: z.array(z.string()) });
+const FunnelResponse = z.object({
+  steps: z.array(z.object({
+    step: z.number().describe('1-based position'),
+    eventName: z.string(),
+    users: z.number().describe('sessions (groupBy session_id) or profiles (groupBy profile_id) that reached this step'),
+    conversionRateFromStart: z.number().describe('users / the first step\'s users, percent, 2 decimals'),
+    dropoffPercent: z.number().nullable().describe('share of this step\'s users that did not reach the next one, percent, 2 decimals; null on the last step'),
+    isHighestDropoff: z.boolean().describe('the first step with the largest drop-off count'),
+  })),
+  totalUsers: z.number().describe('users of the first step'),
+  completedUsers: z.number().describe('users of the last step'),
+  overallConversionRate: z.number().describe('completedUsers / totalUsers, percent, 2 decimals'),
+});
 
 /** Query parameters that carry JSON text: the schema of what the text holds. */
 const JSON_PARAMS: Record<string, { description: string; content: z.ZodType }> = {
@@ -59,6 +76,7 @@ const JSON_PARAMS: Record<string, { description: string; content: z.ZodType }> =
 const LIST_PARAMS: Record<string, string> = {
   event: 'Event names; repeated or comma-separated',
   includes: `Field groups or single event columns; repeated or comma-separated: ${EXPORT_INCLUDES.join(', ')}`,
+  steps: `Event names in order, ${MIN_STEPS} to ${MAX_STEPS}; repeated (steps=a&steps=b) or one JSON array (steps=["a","b"])`,
 };
 
 /** Query parameters of object schemas as OpenAPI parameters (later schemas add theirs). */
@@ -251,6 +269,16 @@ export function openApiDocument(extraPaths: Record<string, unknown> = {}): Recor
     '/insights/{projectId}/events/property_values': insights(
       `Values of one property of one event name (OpenPanel's): at most ${MAX_PROPERTY_VALUES}, most recently seen first`, propertyValuesParamsSchema, PropertyValues,
     ),
+    '/insights/{projectId}/funnel': {
+      get: {
+        ...insights("Funnel (OpenPanel's): sessions or profiles that did the steps in order, each within windowHours of the first", funnelParamsSchema, FunnelResponse).get,
+        parameters: [projectParam, ...queryParameters(periodParamsSchema, funnelParamsSchema)],
+      },
+      ...readPreflight,
+    },
+    ...activityPaths(insights, Metrics),
+    ...reportPaths(insights),
+    ...profilePaths(insights),
     ...Object.fromEntries(
       SESSION_DIMENSIONS.map((d) => [`/insights/{projectId}/${d}`, insights(`Sessions by ${d}`, pageParamsSchema, z.array(BreakdownRow))]),
     ),

@@ -11,6 +11,8 @@ export abstract class HttpError extends Error {
   abstract readonly title: string;
   /** Extra response headers (rate limit state, Retry-After, Allow). */
   headers: Record<string, string> = {};
+  /** Fields a read error's JSON body carries beside `error` and `message` (OpenPanel's own bodies, e.g. `profileId`). */
+  bodyFields: Record<string, unknown> = {};
 }
 
 export class BadRequestError extends HttpError {

@@ -19,5 +19,5 @@ export function errorResponse(err: unknown, family: RouteFamily): HttpResponse {
     return { status: err.status, headers: { ...headers, 'X-Error-Reason': err.message }, body: { error: err.title, status: err.status } };
   }
   if (family === 'ingest') return { status: err.status, headers, body: { error: err.title, status: err.status, message: err.message } };
-  return { status: err.status, headers, body: { error: err.title, message: err.message } };
+  return { status: err.status, headers, body: { error: err.title, message: err.message, ...err.bodyFields } };
 }

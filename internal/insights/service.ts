@@ -1,12 +1,12 @@
 // Insights read model: metrics with a series, top pages and the 18 session breakdowns, from
 // `sessions` and `events` (semantics.md, "Insights numbers"; docs/insights-decisions.md has
 // the decisions beyond it), through the read planner's source or the raw path.
-import { NotFoundError } from '../http/errors';
+import { BadRequestError, NotFoundError } from '../http/errors';
 import { DIMENSION_PREFIX, SCREEN_VIEW, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
 import { exactVisitorsMaxOf, type ReadOptions } from '../query/db';
 import { compileAll, splitFilters, SqlParams, type SplitFilters } from '../query/filters';
 import type { PageParams, PeriodParams } from '../query/params';
-import { resolvePeriod, type Period } from '../query/period';
+import { bucketStarts, resolvePeriod, type Granularity, type Period } from '../query/period';
 import { withRead } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
 import { breakdownSql, insightsRequest, rollupMetricsSql, rollupPagesSql, RAW_MEASURES, type PlanTarget, wholeHoursOf } from './rollups';
@@ -85,6 +85,22 @@ export async function getMetrics(
   now: Date = new Date(),
   options: InsightsOptions = {},
 ): Promise<MetricsResponse> {
+  const { metrics, series } = await getMetricsOverPeriod(pool, projectId, params, now, options);
+  return { metrics, series };
+}
+
+/**
+ * getMetrics' answer and the period it covers; with `granularity` (overview's `interval`,
+ * internal/insights/overview.ts) the series has buckets of that size instead of the period's own.
+ */
+export async function getMetricsOverPeriod(
+  pool: ConnectionSource,
+  projectId: string,
+  params: PeriodParams,
+  now: Date = new Date(),
+  options: InsightsOptions = {},
+  granularity?: Granularity,
+): Promise<MetricsResponse & { period: Period }> {
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
     const p = new SqlParams();
     const exactMax = exactVisitorsMaxOf(options);
@@ -102,8 +118,9 @@ export async function getMetrics(
     return {
       metrics: totals,
       series: ctx.period.buckets.map((b, i) => ({ date: b.toISOString(), ...(byBucket.get(i + 1) ?? empty) })),
+      period: ctx.period,
     };
-  });
+  }, undefined, 'metrics', granularity);
 }
 
 /** Metrics from the raw sessions: one row per bucket index and the totals row (bucket NULL). */
@@ -222,7 +239,7 @@ function pagesSql(ctx: QueryContext & Page, p: SqlParams): string {
  * The screen views (`columns` of events e, and the session's is_bounce and `entered`) of the
  * sessions of CTE `s` that started at or after `start` and meet the event filters.
  */
-function sessionViews(columns: string, project: string, view: string, start: string, eventFilters: string): string {
+export function sessionViews(columns: string, project: string, view: string, start: string, eventFilters: string): string {
   return `SELECT ${columns}, s.is_bounce, (s.entry_origin = e.origin AND s.entry_path = e.path) AS entered
         FROM s
         JOIN events e ON e.session_id = s.id
@@ -236,7 +253,7 @@ function sessionViews(columns: string, project: string, view: string, start: str
 }
 
 /** A page's sums over its views `v` (sessionViews). */
-const PAGE_MEASURES = `count(DISTINCT v.session_id) AS sessions,
+export const PAGE_MEASURES = `count(DISTINCT v.session_id) AS sessions,
                count(DISTINCT v.session_id) FILTER (WHERE v.entered) AS entries,
                count(DISTINCT v.session_id) FILTER (WHERE v.entered AND v.is_bounce) AS bounces,
                count(v.duration_ms) AS timed_views, coalesce(sum(v.duration_ms), 0) AS duration_ms, count(*) AS views`;
@@ -317,6 +334,29 @@ function scopeOf(ctx: QueryContext): SessionScope {
   return { projectId: ctx.projectId, start: ctx.period.start, end: ctx.period.end, filters: ctx.filters };
 }
 
+/** Most buckets of a series asked at a chosen granularity (as /export/charts). */
+export const MAX_SERIES_BUCKETS = 3000;
+/** Shortest real length of one bucket (a DST day is 23 h, a month at least 28 days less an hour). */
+const MIN_BUCKET_MS: Record<Granularity, number> = { hour: 3_600_000, day: 23 * 3_600_000, week: 167 * 3_600_000, month: 671 * 3_600_000 };
+
+/**
+ * The period with series buckets of `granularity` (aligned as semantics.md's `series`), or as
+ * it is when none is asked; more than MAX_SERIES_BUCKETS buckets is a 400 naming `interval`.
+ */
+function withGranularity(period: Period, granularity: Granularity | undefined): Period {
+  if (granularity === undefined || granularity === period.granularity) return period;
+  const startMs = period.start.getTime();
+  const endMs = period.end.getTime();
+  // Refused before the buckets are built: an hour interval over 20 years is 175,000 of them.
+  const atMost = Math.ceil((endMs - startMs) / MIN_BUCKET_MS[granularity]) + 1;
+  const buckets = atMost > MAX_SERIES_BUCKETS + 1 ? null : bucketStarts(startMs, endMs, granularity, period.timezone);
+  if (buckets === null || buckets.length > MAX_SERIES_BUCKETS) {
+    const message = `interval ${granularity} gives more than ${MAX_SERIES_BUCKETS} buckets for this period; use a coarser interval or a shorter period`;
+    throw new BadRequestError(`interval: ${message}`, [{ path: ['interval'], message }]);
+  }
+  return { ...period, granularity, buckets };
+}
+
 // Asked in withRead's JIT round trip: which optional rollups exist: the unique-visitor sketches
 // (sql/008), the per-value sketches of filtered metrics (sql/010), the pair metrics (sql/018).
 const OPTIONAL_ROLLUPS = `, to_regclass('rollup_visitors_hourly') IS NOT NULL AS sketches,
@@ -337,9 +377,10 @@ async function runInsightsQuery<T>(
   query: (ctx: QueryContext & Page) => Promise<T>,
   page: Page = { limit: 0, offset: 0 },
   target: PlanTarget = 'metrics',
+  granularity?: Granularity,
 ): Promise<T> {
   return withRead<T, Record<'sketches' | 'value_sketches' | 'pair_metrics', boolean>>(pool, options, projectId, params.filters, async (db, timezone, setup) => {
-    const period = resolvePeriod(params, timezone, now);
+    const period = withGranularity(resolvePeriod(params, timezone, now), granularity);
     // One rule picks the source (internal/query/planner.ts); the pair metrics need their
     // tables (the hll extension): without them, the raw sessions.
     const source = planRead(insightsRequest(params.filters, target, {

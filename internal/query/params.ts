@@ -155,7 +155,8 @@ const periodShape = {
 
 const isDate = (s: string | undefined): s is string => s !== undefined && dateSchema.safeParse(s).success;
 
-function checkDates(
+/** startDate and endDate together, start not after end, at most MAX_PERIOD_YEARS apart. */
+export function checkDates(
   v: { startDate?: string | undefined; endDate?: string | undefined },
   ctx: z.RefinementCtx,
 ): void {
