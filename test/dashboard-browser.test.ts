@@ -1,7 +1,9 @@
 // The dashboard in a real browser (Debian's chromium, driven by playwright-core): sign in with a
 // read client, see the API's numbers, change the period, click a breakdown row and see the
 // filter applied everywhere (numbers equal the API's for the same query), remove it, see the
-// live count change after a /track, and read it at phone width. Screenshots are written to
+// live count change after a /track, open the product-analytics views (a funnel built from the
+// event names, the retention cohort grid, a profile, a session's events: each showing the API's
+// answer for the same query), and read it at phone width. Screenshots are written to
 // test/artifacts/dashboard/ (git-ignored; CI keeps them as artifacts).
 //
 // CI (.ci/run) installs chromium; on a machine without it this file is skipped, saying how to
@@ -13,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { ROOT, TestEnv, get, post, startApp, track, waitFor, type Credentials } from './support/harness';
-import { seedWeek } from './support/dashboard-data';
+import { seedProductAnalytics, seedWeek } from './support/dashboard-data';
 import type { Running } from '../internal/app/runtime';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -29,6 +31,8 @@ let reader: Credentials;
 let writer: Credentials;
 /** The test's own read client, so its API calls do not use up the browser's rate limit (100 / 10 s per client). */
 let checker: Credentials;
+/** The identified profiles seedProductAnalytics made. */
+let profiles: string[];
 let context: BrowserContext;
 let page: Page;
 let profileDir: string;
@@ -41,8 +45,10 @@ before(async () => {
   app = await startApp(env, { api: true, worker: true });
   projectId = await env.project({ name: 'tidemark.example', timezone: 'Europe/Berlin' });
   [reader, writer, checker] = await Promise.all([env.client(projectId, 'read'), env.client(projectId, 'write'), env.client(projectId, 'read')]);
-  const seeded = await seedWeek(app.url, writer, { visits: 60 });
-  await waitFor(async () => (await api('metrics', { range: '7d' })).metrics.total_sessions === seeded.sessions, { timeoutMs: 60_000, intervalMs: 250, what: 'the seeded week in insights' });
+  const [seeded, analytics] = await Promise.all([seedWeek(app.url, writer, { visits: 60 }), seedProductAnalytics(app.url, writer)]);
+  profiles = analytics.profiles;
+  await waitFor(async () => (await api('metrics', { range: '12m' })).metrics.total_sessions === seeded.sessions + analytics.sessions
+    && (await api('profiles', { limit: '100' })).length === profiles.length, { timeoutMs: 60_000, intervalMs: 250, what: 'the seeded weeks and profiles in insights' });
   const { chromium } = await import('playwright-core');
   profileDir = mkdtempSync(path.join(os.tmpdir(), 'tidemark-chromium-'));
   context = await chromium.launchPersistentContext(profileDir, {
@@ -196,6 +202,161 @@ test('the live count comes over the WebSocket and changes after a /track', { ski
   await page.waitForSelector(`#live[data-visitors="${before + 1}"]`, { timeout: 10_000 });
   assert.match(await page.textContent('#live') ?? '', new RegExp(`${before + 1} current visitor`));
   await shot('04-live');
+});
+
+// -- product analytics -----------------------------------------------------------------
+
+/** The funnel on screen, one step per row, in the API's field names. */
+async function funnelShown(): Promise<unknown[]> {
+  await page.waitForSelector('#funnel-result[aria-busy="false"]');
+  return page.$$eval('.funnel-step', (rows: any[]) => rows.map((r) => ({
+    step: Number(r.dataset.step), eventName: r.dataset.event, users: Number(r.dataset.users), conversionRateFromStart: Number(r.dataset.conversion),
+    dropoffPercent: r.dataset.dropoff === '' ? null : Number(r.dataset.dropoff), isHighestDropoff: r.dataset.highest === 'true',
+  })));
+}
+
+/** Waits for the funnel of `q` (range 7d, the default period) and checks it is the API's. */
+async function funnelEqualsApi(q: { steps: string[]; windowHours: number; groupBy: string }): Promise<any> {
+  const expected = await api('funnel', { range: '7d', steps: JSON.stringify(q.steps), windowHours: String(q.windowHours), groupBy: q.groupBy });
+  assert.deepEqual(await funnelShown(), expected.steps);
+  assert.deepEqual(await page.$$eval('.step-select', (els: any[]) => els.map((e) => e.value)), q.steps);
+  assert.equal(Number(await page.getAttribute('#funnel-overall', 'data-value')), expected.overallConversionRate);
+  assert.equal(await page.textContent('#funnel-overall'), `${expected.overallConversionRate}%`);
+  const highest = expected.steps.find((x: any) => x.isHighestDropoff);
+  assert.deepEqual(await page.$$eval('.funnel-step.highest', (els: any[]) => els.map((e) => Number(e.dataset.step))), highest ? [highest.step] : []);
+  if (highest) assert.equal(await page.textContent('.funnel-step.highest .badge'), 'Highest drop-off');
+  return expected;
+}
+
+/** Step n of the funnel becomes `name` (nothing to do when it is). */
+async function pickStep(n: number, name: string): Promise<void> {
+  if ((await page.$eval(`.step-select[data-step="${n}"]`, (e: any) => e.value)) === name) return;
+  await page.selectOption(`.step-select[data-step="${n}"]`, name);
+  await page.waitForSelector('#funnel-result[aria-busy="false"]');
+}
+
+test('the funnel: events picked from the catalogue, each step with the API\'s users, conversion and drop-off', { skip }, async () => {
+  const names: string[] = await api('events/names', {});
+  const steps = ['screen_view', 'signup_started', 'signup_completed', 'purchase'];
+  for (const n of steps) assert.ok(names.includes(n), `${n} is among ${names.join(', ')}`);
+  await page.click('.view-tab[data-view="funnel"]');
+  // A new funnel starts with the two most frequent events.
+  await funnelEqualsApi({ steps: names.slice(0, 2), windowHours: 24, groupBy: 'session_id' });
+  await pickStep(1, steps[0]!);
+  await pickStep(2, steps[1]!);
+  await page.click('#add-step');
+  await page.waitForSelector('.step-select[data-step="3"]');
+  await pickStep(3, steps[2]!);
+  await page.click('#add-step');
+  await page.waitForSelector('.step-select[data-step="4"]');
+  await pickStep(4, steps[3]!);
+  await funnelEqualsApi({ steps, windowHours: 24, groupBy: 'session_id' });
+  await page.selectOption('#funnel-window', '48');
+  await funnelEqualsApi({ steps, windowHours: 48, groupBy: 'session_id' });
+  await page.click('.seg-btn[data-group="profile_id"]');
+  await funnelEqualsApi({ steps, windowHours: 48, groupBy: 'profile_id' });
+  // The URL keeps the funnel (a reload of a view from its URL: the session test).
+  const url = new URL(page.url());
+  assert.deepEqual([url.searchParams.get('view'), url.searchParams.getAll('step'), url.searchParams.get('window'), url.searchParams.get('groupBy')], ['funnel', steps, '48', 'profile_id']);
+  await page.click('.seg-btn[data-group="session_id"]');
+  const shown = await funnelEqualsApi({ steps, windowHours: 48, groupBy: 'session_id' });
+  assert.ok(shown.steps[0].users > shown.steps[3].users && shown.steps[3].users > 0, `the seeded funnel narrows: ${JSON.stringify(shown.steps)}`);
+  await shot('funnel');
+});
+
+test('retention: the API\'s cohort grid, weighted average first, 13 weeks, fractions shown as percentages', { skip }, async () => {
+  await page.click('.view-tab[data-view="retention"]');
+  await page.waitForSelector('#cohort-grid');
+  const cohorts: any[] = await api('retention/cohort', {});
+  assert.ok(cohorts.length > 4 && cohorts[0].cohort_interval === 'Weighted Average', JSON.stringify(cohorts.map((c) => c.cohort_interval)));
+  assert.deepEqual(await page.$$eval('#cohort-grid thead th', (ths: any[]) => ths.slice(2).map((t) => t.textContent)), Array.from({ length: 13 }, (_, k) => `Week ${k}`));
+  const rows = await page.$$eval('#cohort-grid tbody tr', (trs: any[]) => trs.map((tr) => ({
+    cohort: tr.dataset.cohort as string, sum: Number(tr.dataset.sum),
+    cells: [...tr.querySelectorAll('td[data-week]')].map((td: any) => ({ week: Number(td.dataset.week), value: td.dataset.value ?? null, fraction: td.dataset.percentage ?? null, text: td.textContent, shaded: td.style.background })),
+  })));
+  assert.deepEqual(rows.map((r) => r.cohort), cohorts.map((c) => c.cohort_interval));
+  let shown = 0;
+  rows.forEach((row, i) => {
+    const c = cohorts[i];
+    assert.equal(row.sum, c.sum, `${row.cohort}: profiles`);
+    assert.deepEqual(row.cells.map((x) => x.week), Array.from({ length: 13 }, (_, k) => k));
+    for (const cell of row.cells) {
+      if (cell.value === null) {
+        assert.equal(c.values[cell.week], 0, `${row.cohort} week ${cell.week}: blank only when nobody can be counted yet`);
+        continue;
+      }
+      shown++;
+      assert.equal(Number(cell.value), c.values[cell.week], `${row.cohort} week ${cell.week}: value`);
+      assert.equal(Number(cell.fraction), c.percentages[cell.week], `${row.cohort} week ${cell.week}: fraction`);
+      assert.equal(cell.text, `${Math.round(c.percentages[cell.week] * 100)}%`, `${row.cohort} week ${cell.week}: shown as a percentage`);
+      if (c.percentages[cell.week] > 0) assert.match(cell.shaded, /rgba\(79, 70, 229/, 'a share above 0 is shaded');
+    }
+  });
+  assert.ok(shown > 13, `cells with a number: ${shown}`);
+  await shot('retention');
+});
+
+test('profiles: the list and its search, then a profile with its properties, recent events and sessions as the API has them', { skip }, async () => {
+  await page.click('.view-tab[data-view="profiles"]');
+  await page.waitForSelector('#profile-list[aria-busy="false"]');
+  const ids = (rows: any[]) => rows.map((r) => r.id);
+  const listed = () => page.$$eval('#profile-list [data-id]', (els: any[]) => els.map((e) => e.dataset.id));
+  const all = await api('profiles', { limit: '100' });
+  assert.deepEqual(await listed(), ids(all));
+  assert.deepEqual([...ids(all)].sort(), [...profiles].sort());
+  await page.fill('#profile-search', 'lovel');
+  await page.waitForSelector('#profile-list[data-query="lovel"][aria-busy="false"]');
+  assert.deepEqual(await listed(), ids(await api('profiles', { name: 'lovel', limit: '100' })));
+  assert.deepEqual(await listed(), ['user-ada']);
+  assert.equal(new URL(page.url()).searchParams.get('q'), 'lovel');
+  await page.click('#profile-list [data-id="user-ada"]');
+  await page.waitForSelector('#profile[data-id="user-ada"]');
+  const [one, sessions, metrics] = await Promise.all([api('profiles/user-ada', { eventLimit: '100' }), api('profiles/user-ada/sessions', { limit: '100' }), api('profiles/user-ada/metrics', {})]);
+  assert.equal(await page.textContent('#profile-name'), `${one.profile.first_name} ${one.profile.last_name}`);
+  const props = await page.$$eval('#profile-properties dd', (dds: any[]) => dds.map((d) => [d.dataset.key, d.textContent]));
+  assert.deepEqual(props, Object.entries(one.profile.properties).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]));
+  // Recent events: the API's, newest first (a timeline of page views and the funnel's events).
+  const events = await page.$$eval('#profile-events [data-id]', (els: any[]) => els.map((e) => [e.dataset.id, e.dataset.name]));
+  assert.deepEqual(events, one.recentEvents.map((e: any) => [e.id, e.name]));
+  assert.ok(events.length >= 2 && one.recentEvents[0].created_at >= one.recentEvents.at(-1).created_at);
+  assert.deepEqual(await page.$$eval('#profile-sessions [data-id]', (els: any[]) => els.map((e) => [e.dataset.id, Number(e.dataset.events)])), sessions.map((x: any) => [x.id, x.event_count]));
+  const stat = (key: string) => page.textContent(`#profile-metrics [data-metric="${key}"] .stat-value`);
+  assert.deepEqual([await stat('sessions'), await stat('totalEvents'), await stat('screenViews'), await stat('uniqueDaysActive')],
+    [metrics.sessions, metrics.totalEvents, metrics.screenViews, metrics.uniqueDaysActive].map(String));
+  assert.equal(metrics.sessions, sessions.length);
+  await shot('profile');
+});
+
+test("a session's events in order, from the profile's sessions and from the sessions list", { skip }, async () => {
+  const sessions = await api('profiles/user-ada/sessions', { limit: '100' });
+  const session = sessions.find((x: any) => x.event_count > 2) ?? sessions[0];
+  await page.click(`#profile-sessions [data-id="${session.id}"]`);
+  await page.waitForSelector(`.session[data-session="${session.id}"]`);
+  // The API's events of the profile, those of this session, oldest first.
+  const own = (await api('events', { profileId: 'user-ada', range: '12m', limit: '100' })).filter((e: any) => e.session_id === session.id).reverse();
+  const shown = () => page.$$eval('#session-events [data-id]', (els: any[]) => els.map((e) => [e.dataset.id, e.dataset.name]));
+  assert.deepEqual(await shown(), own.map((e: any) => [e.id, e.name]));
+  assert.equal(own.length, session.event_count, "every event the session counts is listed");
+  assert.equal(await page.textContent('#session-events .event-path'), session.entry_path, 'it starts on its entry page');
+  assert.equal(await page.textContent('#session-events .event-time'), '+0:00');
+  await shot('session');
+  // The URL names the session: a reload (or a shared link) opens it again.
+  await page.reload();
+  await page.waitForSelector(`.session[data-session="${session.id}"] #session-events`);
+  assert.deepEqual(await shown(), own.map((e: any) => [e.id, e.name]));
+  // The same from the Sessions tab (the period's latest sessions).
+  await page.click('.view-tab[data-view="sessions"]');
+  await page.waitForSelector('#session-list[aria-busy="false"]');
+  const latest = await api('sessions', { range: '7d', limit: '100' });
+  assert.deepEqual(await page.$$eval('#session-list [data-id]', (els: any[]) => els.map((e) => e.dataset.id)), latest.map((x: any) => x.id));
+  const anonymous = latest.find((x: any) => x.profile_id === x.device_id && x.event_count > 2);
+  await page.click(`#session-list [data-id="${anonymous.id}"]`);
+  await page.waitForSelector(`.session[data-session="${anonymous.id}"] #session-events`);
+  const theirs = (await api('events', { profileId: anonymous.profile_id, range: '7d', limit: '100' })).filter((e: any) => e.session_id === anonymous.id).reverse();
+  assert.deepEqual(await shown(), theirs.map((e: any) => [e.id, e.name]));
+  assert.equal(theirs.length, anonymous.event_count);
+  await page.click('.view-tab[data-view="overview"]');
+  await cardsEqualApi({ range: '7d' });
 });
 
 test('past the rate limit the page says when it retries (Retry-After), then recovers by itself', { skip }, async () => {

@@ -32,7 +32,9 @@ function rng(seed: number): () => number {
 
 /**
  * Sends `visits` visits spread over the last 7 days (the newest at least 10 minutes ago, so
- * none of them is live). Returns how many visits (sessions) and page views were sent.
+ * none of them is live). Returns how many visits (sessions) and page views were sent. The
+ * visits are drawn first (the same every run), then sent in parallel, each visit's views in
+ * time order.
  */
 export async function seedWeek(url: string, writer: Credentials, opts: { visits?: number; seed?: number; origin?: string } = {}): Promise<{ sessions: number; views: number }> {
   const random = rng(opts.seed ?? 7);
@@ -41,6 +43,7 @@ export async function seedWeek(url: string, writer: Credentials, opts: { visits?
   const uas = Object.values(UAS);
   const now = Date.now();
   let views = 0;
+  const sends: (() => Promise<void>)[] = [];
   for (let v = 0; v < visits; v++) {
     // More visits on recent days, with a daily rhythm. At most 5 UTC days back (07:00-22:00
     // UTC): always inside a "last 7 days" in any timezone. A 6th day fell out of it in
@@ -55,6 +58,7 @@ export async function seedWeek(url: string, writer: Credentials, opts: { visits?
     const source = SOURCES[Math.floor(random() * SOURCES.length)]!;
     const pageCount = 1 + Math.floor(random() ** 2 * 4);
     const profileId = `seed-visitor-${v}`;
+    const bodies: unknown[] = [];
     for (let p = 0; p < pageCount; p++) {
       const [path, title] = PAGES[p === 0 ? Math.floor(random() * 3) : Math.floor(random() * PAGES.length)]!;
       const properties: Record<string, unknown> = {
@@ -66,10 +70,102 @@ export async function seedWeek(url: string, writer: Credentials, opts: { visits?
         __deviceId: (v + 1).toString(16).padStart(32, '0'),
       };
       if (p === 0 && source.referrer) properties.__referrer = source.referrer;
-      const res = await post(`${url}/track`, track('screen_view', properties, { profileId }), writer, { userAgent: ua, ip });
-      if (res.status !== 202) throw new Error(`seed: /track answered ${res.status} ${JSON.stringify(res.body)}`);
+      bodies.push(track('screen_view', properties, { profileId }));
       views++;
     }
+    sends.push(async () => {
+      for (const body of bodies) {
+        const res = await post(`${url}/track`, body, writer, { userAgent: ua, ip });
+        if (res.status !== 202) throw new Error(`seed: /track answered ${res.status} ${JSON.stringify(res.body)}`);
+      }
+    });
   }
+  await Promise.all(sends.map((send) => send()));
   return { sessions: visits, views };
+}
+
+/** The identified people of seedProductAnalytics: id, first and last name, plan. */
+const PEOPLE = [
+  ['ada', 'Ada', 'Lovelace', 'pro'], ['grace', 'Grace', 'Hopper', 'team'], ['alan', 'Alan', 'Turing', 'free'],
+  ['katherine', 'Katherine', 'Johnson', 'pro'], ['linus', 'Linus', 'Torvalds', 'free'], ['margaret', 'Margaret', 'Hamilton', 'team'],
+  ['edsger', 'Edsger', 'Dijkstra', 'free'], ['barbara', 'Barbara', 'Liskov', 'pro'], ['donald', 'Donald', 'Knuth', 'free'],
+  ['frances', 'Frances', 'Allen', 'team'], ['ken', 'Ken', 'Thompson', 'free'], ['radia', 'Radia', 'Perlman', 'pro'],
+  ['dennis', 'Dennis', 'Ritchie', 'free'], ['hedy', 'Hedy', 'Lamarr', 'team'], ['john', 'John', 'Backus', 'free'],
+  ['annie', 'Annie', 'Easley', 'pro'], ['tim', 'Tim', 'Berners-Lee', 'free'], ['joan', 'Joan', 'Clarke', 'team'],
+  ['claude', 'Claude', 'Shannon', 'free'], ['sophie', 'Sophie', 'Wilson', 'pro'], ['guido', 'Guido', 'van Rossum', 'free'],
+  ['mary', 'Mary', 'Jackson', 'team'], ['bjarne', 'Bjarne', 'Stroustrup', 'free'], ['evelyn', 'Evelyn', 'Berezin', 'pro'],
+] as const;
+/** The sign-up funnel a visit goes down, each step less likely than the one before. */
+const FUNNEL = [['signup_started', 0.75], ['signup_completed', 0.7], ['purchase', 0.55]] as const;
+
+/**
+ * Product-analytics content beside seedWeek's traffic: 24 identified profiles (identify with
+ * names, email and properties), two starting each of the last 12 weeks (their cohort) and
+ * coming back for a few weeks (fewer and fewer), and 24 anonymous visits of the last 5 days; every visit views / and /pricing, then goes down the sign-up funnel (signup_started,
+ * signup_completed, purchase) as far as chance takes it. Every visit is one session (one device
+ * per person, visits days apart), at least 2 hours old. Deterministic; people are sent in
+ * parallel, each one's events in time order.
+ */
+export async function seedProductAnalytics(url: string, writer: Credentials, opts: { seed?: number; origin?: string } = {}): Promise<{ sessions: number; events: number; profiles: string[] }> {
+  const random = rng(opts.seed ?? 11);
+  const origin = opts.origin ?? 'https://tidemark.example';
+  const uas = Object.values(UAS);
+  const now = Date.now();
+  const day = 86_400_000;
+  type Visit = { at: number; profileId?: string };
+  const plans: { device: string; ua: string; ip: string; identify?: Record<string, unknown>; visits: Visit[] }[] = [];
+  PEOPLE.forEach(([key, firstName, lastName, plan], i) => {
+    const profileId = `user-${key}`;
+    // Two people a week start (their cohort: 11 weeks back .. this week) and keep coming back
+    // for a while (ada for good), on some of the weeks in between.
+    const cohort = 11 - Math.floor(i / 2);
+    let last = cohort;
+    if (i === 0) last = 0;
+    else while (last > 0 && random() < 0.72) last--;
+    const visits: Visit[] = [];
+    for (let w = cohort; w >= last; w--) {
+      if (w !== cohort && w !== last && random() > 0.6) continue;
+      const daysBack = w * 7 + Math.floor(random() * (w === 0 ? 4 : 7));
+      const at = new Date(now - daysBack * day);
+      at.setUTCHours(8 + Math.floor(random() * 12), Math.floor(random() * 60), 0, 0);
+      visits.push({ at: Math.min(at.getTime(), now - 2 * 3_600_000), profileId });
+    }
+    plans.push({
+      device: (0xa000 + i).toString(16).padStart(32, '0'), ua: uas[i % uas.length]!, ip: IPS[i % IPS.length]!, visits,
+      identify: { profileId, firstName, lastName, email: `${key}@example.com`, properties: { plan, company: `${lastName} & Co`, newsletter: i % 3 === 0 } },
+    });
+  });
+  for (let v = 0; v < 24; v++) {
+    const at = now - Math.floor(random() * 5) * day - (2 + Math.floor(random() * 10)) * 3_600_000;
+    plans.push({ device: (0xb000 + v).toString(16).padStart(32, '0'), ua: uas[v % uas.length]!, ip: IPS[v % IPS.length]!, visits: [{ at }] });
+  }
+  let sessions = 0;
+  let events = 0;
+  const send = async (body: unknown, p: (typeof plans)[number]) => {
+    const res = await post(`${url}/track`, body, writer, { userAgent: p.ua, ip: p.ip });
+    if (res.status !== 202) throw new Error(`seed: /track answered ${res.status} ${JSON.stringify(res.body)}`);
+  };
+  // The random choices first (in a fixed order), then the sending, in parallel per device.
+  const sends = plans.map((p) => {
+    const steps: { name: string; properties: Record<string, unknown>; profileId?: string }[] = [];
+    for (const visit of p.visits.sort((a, b) => a.at - b.at)) {
+      let t = visit.at;
+      const next = () => new Date((t += 20_000 + Math.floor(random() * 70_000))).toISOString();
+      const base = (extra: Record<string, unknown>) => ({ __deviceId: p.device, __timestamp: next(), ...extra });
+      steps.push({ name: 'screen_view', properties: base({ __path: `${origin}/`, __title: 'Tidemark — analytics that keep up' }), profileId: visit.profileId });
+      steps.push({ name: 'screen_view', properties: base({ __path: `${origin}/pricing`, __title: 'Pricing' }), profileId: visit.profileId });
+      for (const [name, chance] of FUNNEL) {
+        if (random() > chance) break;
+        steps.push({ name, properties: base({ __path: `${origin}/signup`, plan: name === 'purchase' ? 'pro' : 'free' }), profileId: visit.profileId });
+      }
+      sessions++;
+    }
+    events += steps.length;
+    return async () => {
+      if (p.identify) await send({ type: 'identify', payload: p.identify }, p);
+      for (const s of steps) await send(track(s.name, s.properties, s.profileId ? { profileId: s.profileId } : {}), p);
+    };
+  });
+  await Promise.all(sends.map((f) => f()));
+  return { sessions, events, profiles: PEOPLE.map(([key]) => `user-${key}`) };
 }

@@ -1,54 +1,22 @@
 // The dashboard at /dashboard: sign-in, the project, the period, six metric cards with their
 // change, the chart of the selected metric, four breakdown panels whose rows filter the view,
-// and the live visitor count over a WebSocket. It reads only the public API.
+// and the live visitor count over a WebSocket; tabs open the product-analytics views
+// (views.ts: funnel, retention, profiles, sessions). It reads only the public API.
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
 import { Api, ApiError, explain, loadCredentials, saveCredentials, type PageRow, type Project, type Row } from './api';
+import type { AnalyticsState, View } from './analytics-state';
 import { SeriesChart, bucketLabel, bucketOf } from './chart';
 import { $, h } from './dom';
-import { METRICS, change, compact, exact, formatMetric, metricInfo, type MetricKey, type Metrics } from './format';
+import { METRICS, change, compact, exact, formatMetric, metricInfo, type Metrics } from './format';
+import { DIMENSION_LABELS, TAB_LABELS, displayName, filterText } from './labels';
 import { LiveConnection, type LiveState } from './live';
 import { RANGES, datesOf, isDate, periodLabel, previousOf, todayIn } from './periods';
-import { TAB_GROUPS, parseState, stateToSearch, withFilter, type Filter, type TabGroup, type ViewState } from './state';
+import { TAB_GROUPS, parseState, stateToSearch, withFilter, type TabGroup, type ViewState } from './state';
+import type { GoMode } from './view-context';
+import { loadView, switchTo, usesPeriod, viewNav } from './views';
 
-const DIMENSION_LABELS: Record<string, string> = {
-  path: 'Page', origin: 'Site', referrer_name: 'Referrer', referrer_type: 'Channel', referrer: 'Referrer URL',
-  utm_source: 'UTM source', utm_medium: 'UTM medium', utm_campaign: 'UTM campaign', utm_term: 'UTM term', utm_content: 'UTM content',
-  country: 'Country', region: 'Region', city: 'City', device: 'Device', browser: 'Browser', os: 'OS',
-};
-const TAB_LABELS: Record<string, string> = {
-  referrer_name: 'Referrers', referrer_type: 'Channels', referrer: 'URLs', utm_source: 'Source', utm_medium: 'Medium',
-  utm_campaign: 'Campaign', utm_term: 'Term', utm_content: 'Content', country: 'Countries', region: 'Regions', city: 'Cities',
-  device: 'Devices', browser: 'Browsers', os: 'OS',
-};
 const PANEL_ROWS = 8;
-
-const regionNames = (() => {
-  try {
-    return new Intl.DisplayNames(['en'], { type: 'region' });
-  } catch {
-    return null;
-  }
-})();
-
-
-function displayName(dimension: string, name: string): string {
-  if (name === '') return dimension.startsWith('referrer') ? 'Direct / None' : '(not set)';
-  if (dimension === 'country') {
-    let n = name;
-    try {
-      n = regionNames?.of(name) ?? name;
-    } catch {}
-    return n;
-  }
-  if (dimension === 'device' || dimension === 'referrer_type') return name.charAt(0).toUpperCase() + name.slice(1);
-  return name;
-}
-
-function filterText(f: Filter): string {
-  const values = f.value.map((v) => displayName(f.name, v)).join(' or ');
-  return `${DIMENSION_LABELS[f.name] ?? f.name} ${f.operator === 'is' ? 'is' : 'is not'} ${values}`;
-}
 
 // ---------------------------------------------------------------------------------------
 
@@ -187,7 +155,7 @@ class Dashboard {
     const project = this.project;
     document.title = `${project.name} · Tidemark`;
     const projectControl = this.projects.length > 1
-      ? h('select', { id: 'project', class: 'project-select', 'aria-label': 'Project', onchange: (e: Event) => this.setState({ project: (e.target as HTMLSelectElement).value, filters: [] }) },
+      ? h('select', { id: 'project', class: 'project-select', 'aria-label': 'Project', onchange: (e: Event) => this.setState({ project: (e.target as HTMLSelectElement).value, filters: [], analytics: switchTo(this.state.analytics, this.state.analytics.view) }) },
         this.projects.map((p) => h('option', { value: p.id, selected: p.id === project.id }, p.name)))
       : h('span', { class: 'project-name' }, project.name);
     const header = h('header', { class: 'topbar' },
@@ -198,6 +166,17 @@ class Dashboard {
     );
     const toolbar = h('div', { class: 'toolbar' }, this.filterChips(), this.periodPicker());
     const notice = h('div', { class: 'notice', id: 'notice', role: 'alert', hidden: true });
+    const footer = h('footer', { class: 'foot muted' }, 'Tidemark · numbers from the public API · ', h('a', { href: '/openapi.json' }, 'OpenAPI'));
+    const view = this.state.analytics.view;
+    const opened = (v: View): ViewState => ({ ...this.state, analytics: switchTo(this.state.analytics, v) });
+    const nav = viewNav(view, (v) => this.setState(opened(v)), (v) => `${location.pathname}${stateToSearch(opened(v))}`);
+    this.chart?.destroy();
+    this.chart = null;
+    if (view !== 'overview') {
+      this.root.replaceChildren(h('div', { class: 'page' }, header, nav, h('main', {}, usesPeriod(view) ? toolbar : null, notice, h('div', { id: 'view', class: `view-${view}` })), footer));
+      this.startLive();
+      return void this.load();
+    }
     const cards = h('section', { class: 'cards', id: 'cards', 'aria-label': 'Key metrics: choose one to chart it' },
       METRICS.map((m) => h('button', {
         type: 'button', class: `card${m.key === this.state.metric ? ' selected' : ''}`, 'data-metric': m.key, 'aria-pressed': String(m.key === this.state.metric),
@@ -216,9 +195,7 @@ class Dashboard {
       this.panel('sources', 'Sources', 'sources'),
       this.panel('geo', 'Locations', 'geo'),
       this.panel('devices', 'Devices', 'devices'));
-    const footer = h('footer', { class: 'foot muted' }, 'Tidemark · numbers from the public API · ', h('a', { href: '/openapi.json' }, 'OpenAPI'));
-    this.chart?.destroy();
-    this.root.replaceChildren(h('div', { class: 'page' }, header, h('main', {}, toolbar, notice, cards, chartCard, panels), footer));
+    this.root.replaceChildren(h('div', { class: 'page' }, header, nav, h('main', {}, toolbar, notice, cards, chartCard, panels), footer));
     this.chart = new SeriesChart(chartHost);
     this.startLive();
     void this.load();
@@ -229,7 +206,7 @@ class Dashboard {
       h('span', { class: 'chip' }, filterText(f),
         h('button', { type: 'button', class: 'chip-x', 'aria-label': `Remove filter: ${filterText(f)}`, onclick: () => this.setState({ filters: this.state.filters.filter((x) => x !== f) }) }, '×')));
     return h('div', { class: 'filters', id: 'filters', 'aria-label': 'Filters' },
-      chips.length ? chips : h('span', { class: 'muted hint' }, 'Click any row below to filter the whole view.'),
+      chips.length ? chips : this.state.analytics.view === 'overview' ? h('span', { class: 'muted hint' }, 'Click any row below to filter the whole view.') : null,
       chips.length > 1 ? h('button', { type: 'button', class: 'link', onclick: () => this.setState({ filters: [] }) }, 'Clear all') : null);
   }
 
@@ -306,6 +283,23 @@ class Dashboard {
     this.loads = ctl;
     const s = this.state;
     const project = this.project;
+    const tasks = s.analytics.view === 'overview' ? this.overviewTasks(api, project, s, ctl)
+      : [loadView($('#view'), api, project, s, ctl.signal, (next, mode) => this.go(next, mode))];
+    const results = await Promise.allSettled(tasks);
+    if (ctl.signal.aborted) return;
+    const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && (r.reason as Error)?.name !== 'AbortError');
+    if (failure) this.failed(failure.reason);
+    else this.notice(null);
+  }
+
+  /** Changes the open analytics view's state; 'quiet' only writes the URL. */
+  private go(next: Partial<AnalyticsState>, mode: GoMode = 'push'): void {
+    if (mode !== 'quiet') return this.setState({ analytics: { ...this.state.analytics, ...next } }, mode === 'push');
+    this.state = { ...this.state, analytics: { ...this.state.analytics, ...next } };
+    history.replaceState(null, '', `${location.pathname}${stateToSearch(this.state)}`);
+  }
+
+  private overviewTasks(api: Api, project: Project, s: ViewState, ctl: AbortController): Promise<unknown>[] {
     const previous = previousOf(s.period, todayIn(project.timezone));
     const tasks: Promise<unknown>[] = [];
     const current = api.metrics(project.id, s.period, s.filters, ctl.signal);
@@ -325,11 +319,7 @@ class Dashboard {
       const dim = s.tabs[group];
       tasks.push(this.loadPanel(group, () => api.breakdown(project.id, dim, s.period, s.filters, PANEL_ROWS, ctl.signal), total, ctl));
     }
-    const results = await Promise.allSettled(tasks);
-    if (ctl.signal.aborted) return;
-    const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && (r.reason as Error)?.name !== 'AbortError');
-    if (failure) this.failed(failure.reason);
-    else this.notice(null);
+    return tasks;
   }
 
   private async loadPanel(id: string, fetchRows: () => Promise<(Row | PageRow)[]>, total: Promise<number | null>, ctl: AbortController): Promise<void> {

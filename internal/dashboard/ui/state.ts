@@ -1,4 +1,5 @@
 // What a view is, kept in the URL (never the credentials) so a view can be shared.
+import { DEFAULT_ANALYTICS, parseAnalytics, writeAnalytics, type AnalyticsState } from './analytics-state';
 import { isMetric, type MetricKey } from './format';
 import { isDate, isRange, type Period } from './periods';
 
@@ -21,6 +22,8 @@ export interface ViewState {
   metric: MetricKey;
   filters: Filter[];
   tabs: Record<TabGroup, string>;
+  /** The view that is open and its own state (analytics-state.ts). */
+  analytics: AnalyticsState;
 }
 
 export const DEFAULT_STATE: ViewState = {
@@ -29,6 +32,7 @@ export const DEFAULT_STATE: ViewState = {
   metric: 'unique_visitors',
   filters: [],
   tabs: { sources: 'referrer_name', geo: 'country', devices: 'device' },
+  analytics: DEFAULT_ANALYTICS,
 };
 
 const FILTER_NAMES = new Set<string>(['path', 'origin', ...Object.values(TAB_GROUPS).flat()]);
@@ -63,6 +67,7 @@ export function parseState(search: string): ViewState {
     const tab = q.get(group) ?? '';
     if ((TAB_GROUPS[group] as readonly string[]).includes(tab)) s.tabs[group] = tab;
   }
+  s.analytics = parseAnalytics(q);
   return s;
 }
 
@@ -81,6 +86,7 @@ export function stateToSearch(s: ViewState): string {
   for (const group of Object.keys(TAB_GROUPS) as TabGroup[]) {
     if (s.tabs[group] !== DEFAULT_STATE.tabs[group]) q.set(group, s.tabs[group]);
   }
+  writeAnalytics(q, s.analytics);
   const text = q.toString();
   return text ? `?${text}` : '';
 }
