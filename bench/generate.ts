@@ -2,9 +2,15 @@
 // into PostgreSQL, shaped exactly like what the worker writes (sessions rows; events rows for
 // screen views, custom events and the service's own session_start/session_end), then logs
 // every (project, hour) of sessions and events in rollup_invalidations as the worker's commit does, refreshes the
-// rollups with the service's own refreshRollups() and runs VACUUM ANALYZE.
+// rollups with the service's own refreshRollups() and runs VACUUM ANALYZE. It also writes a
+// `profiles` row for every identified profile id it generates ('user-<n>', per project: a
+// first/last name and email derived from n, a properties object), as an identify would.
 //
-//   npx tsx bench/generate.ts --events 1000000 --db postgres://postgres@127.0.0.1:5432/bench_1m
+//   npx tsx bench/generate.ts --events 1000000 --db postgres://postgres@127.0.0.1:5432/bench_1m [--no-rollups]
+//
+// --no-rollups: every hour is still logged in rollup_invalidations, but the refresh is
+// skipped (it takes ~10 minutes per 1M events): rollup-reading routes then read those hours
+// raw (exact, slower); for benchmarks of routes that read raw rows anyway. Noted in bench_meta.
 //
 // Bulk path: every row is a pure function of (project, session number, event number), computed
 // by INSERT ... SELECT FROM generate_series with hashint8extended() as the random source, so
@@ -371,7 +377,7 @@ export function chunkSql(project: ProjectPlan, salt: string, nowMs: number): { s
 
 // ---------------------------------------------------------------------------------------
 
-function parseArgs(argv: string[]): { events: number; db: string; workers: number } {
+function parseArgs(argv: string[]): { events: number; db: string; workers: number; noRollups: boolean } {
   const get = (name: string) => {
     const i = argv.indexOf(`--${name}`);
     return i >= 0 ? argv[i + 1] : undefined;
@@ -379,7 +385,7 @@ function parseArgs(argv: string[]): { events: number; db: string; workers: numbe
   const events = Number(get('events') ?? 1_000_000);
   if (!Number.isInteger(events) || events < 10_000) throw new Error('--events must be an integer >= 10000');
   const db = get('db') ?? `postgres://postgres@127.0.0.1:5432/bench_${events >= 1_000_000 ? `${events / 1_000_000}m` : `${events / 1000}k`}`;
-  return { events, db, workers: Number(get('workers') ?? 2) };
+  return { events, db, workers: Number(get('workers') ?? 2), noRollups: argv.includes('--no-rollups') };
 }
 
 async function recreateDatabase(url: string): Promise<void> {
@@ -478,6 +484,21 @@ async function main(): Promise<void> {
   )).rows[0]!;
   log(`loaded ${counts.events.toLocaleString('en')} events, ${counts.sessions.toLocaleString('en')} sessions`);
 
+  // Identified profiles ('user-<n>'): one stored row each, as an identify call makes, named
+  // and addressed after n, created at its first session, updated at its last event.
+  const FIRST = ['Anna', 'Ben', 'Clara', 'David', 'Elena', 'Felix', 'Greta', 'Hugo', 'Ida', 'Jonas', 'Karla', 'Leon', 'Mia', 'Noah', 'Olga', 'Paul'];
+  const LAST = ['Schmidt', 'Miller', 'Garcia', 'Novak', 'Rossi', 'Dubois', 'Jensen', 'Silva', 'Tanaka', 'Kowalski', 'Smith', 'Weber', 'Martin'];
+  const storedProfiles = await pool.query(
+    `INSERT INTO profiles (project_id, id, first_name, last_name, email, properties, created_at, updated_at)
+     SELECT project_id, profile_id, (${textArray(FIRST)})[1 + n % ${FIRST.length}], (${textArray(LAST)})[1 + (n / ${FIRST.length}) % ${LAST.length}],
+       profile_id || '@example.com',
+       jsonb_build_object('plan', (ARRAY['free','pro','team','Enterprise'])[1 + n % 4], 'company', 'company-' || n % 500, 'seats', 1 + n % 20),
+       first_at, last_at
+     FROM (SELECT project_id, profile_id, substr(profile_id, 6)::bigint AS n, min(started_at) AS first_at, max(last_event_at) AS last_at
+           FROM sessions WHERE profile_id LIKE 'user-%' GROUP BY project_id, profile_id) x`,
+  );
+  log(`${(storedProfiles.rowCount ?? 0).toLocaleString('en')} identified profiles stored`);
+
   const ix0 = performance.now();
   await Promise.all(
     Array.from({ length: args.workers }, async (_, w) => {
@@ -512,12 +533,12 @@ async function main(): Promise<void> {
      ON CONFLICT DO NOTHING`,
   );
   let buckets = 0;
-  for (;;) {
+  for (; !args.noRollups; ) {
     const r = await refreshRollups(pool, timescale, { before: new Date('9999-01-01T00:00:00Z'), limit: 500 });
     if (r.buckets === 0) break;
     buckets += r.buckets;
   }
-  log(`rollups refreshed: ${buckets} (project, hour) buckets in ${fmt(performance.now() - r0)}`);
+  log(args.noRollups ? 'rollups not refreshed (--no-rollups): every hour logged, read raw' : `rollups refreshed: ${buckets} (project, hour) buckets in ${fmt(performance.now() - r0)}`);
 
   const v0 = performance.now();
   await pool.query('VACUUM (ANALYZE)');
@@ -536,10 +557,11 @@ async function main(): Promise<void> {
   await pool.query('CREATE TABLE bench_meta (key text PRIMARY KEY, value text NOT NULL)');
   await pool.query(
     `INSERT INTO bench_meta VALUES ('generated_at', $1), ('events_target', $2), ('rows_s', $3), ('total_s', $4),
-       ('load_avg', $5), ('command', $6)`,
+       ('load_avg', $5), ('command', $6), ('rollups', $7)`,
     [
       new Date(nowMs).toISOString(), String(args.events), (loadedMs / 1000).toFixed(1), (totalMs / 1000).toFixed(1),
-      os.loadavg().map((x) => x.toFixed(2)).join(' / '), `npx tsx bench/generate.ts --events ${args.events} --db ${redactUrl(args.db)}`,
+      os.loadavg().map((x) => x.toFixed(2)).join(' / '), `npx tsx bench/generate.ts --events ${args.events} --db ${redactUrl(args.db)}${args.noRollups ? ' --no-rollups' : ''}`,
+      args.noRollups ? 'not refreshed (--no-rollups): every hour logged in rollup_invalidations, read raw' : 'refreshed',
     ],
   );
   await pool.end();
