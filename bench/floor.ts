@@ -33,6 +33,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { TestEnv, spawnApp, ROOT, NATS_URL, PG_BASE, sleep, uniqueName } from '../test/support/harness';
 import { stopChild } from '../test/support/private-services';
 import { rawRequests, ticks, TICK_US } from './e2e';
+import { commCpuS, findPostmaster, serverCpuS } from './proc-cpu';
 import { percentile, sequential } from './openloop';
 import { machineInfo, writeSection, type Machine } from './run';
 
@@ -58,6 +59,13 @@ function machineBusy(): number {
   const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
   return f.reduce((s, x) => s + x, 0) - f[3]! - f[4]!;
 }
+
+/** CPU seconds so far of the services both pipelines use (PostgreSQL's whole server, NATS, Redis). */
+function othersCpuS(): { postgres: number; nats: number; redis: number } {
+  const pm = postmaster ??= findPostmaster();
+  return { postgres: pm ? serverCpuS(pm) : NaN, nats: commCpuS('nats-server'), redis: commCpuS('redis-server') };
+}
+let postmaster: number | null = null;
 
 interface Wrk { seconds: number; requests: number; non2xx: number; errors: number; rps: number }
 
@@ -107,6 +115,10 @@ interface Run {
   landed: boolean;
   machineUsPerEvent: number;
   serverUsPerEvent: number;
+  /** Where the rest went: PostgreSQL's whole server, nats-server, redis-server (µs per event readable). */
+  postgresUsPerEvent: number;
+  natsUsPerEvent: number;
+  redisUsPerEvent: number;
 }
 
 async function waitReadable(t: Target, target: number, timeoutMs: number): Promise<{ n: number; at: number }> {
@@ -128,6 +140,7 @@ async function closedRun(t: Target, reqs: Buffer[]): Promise<Run> {
   }
   const m0 = machineBusy();
   const s0 = ticks(t.pid);
+  const others0 = othersCpuS();
   const start = performance.now();
   const w = await wrk(t.port, reqs, O.seconds);
   const stopped = performance.now();
@@ -135,14 +148,17 @@ async function closedRun(t: Target, reqs: Buffer[]): Promise<Run> {
   const r = await waitReadable(t, base + accepted, 30_000);
   const machineUs = (machineBusy() - m0) * TICK_US;
   const serverUs = (ticks(t.pid) - s0) * TICK_US;
+  const others = othersCpuS();
   const readable = r.n - base;
+  const per = (sec: number) => (sec * 1e6) / Math.max(1, readable);
   const drainS = Math.max(0, (r.at - stopped) / 1000);
   const run: Run = {
     target: t.name, accepted, non2xx: w.non2xx, errors: w.errors, acceptedPerS: accepted / w.seconds, readable,
     eventsPerS: readable / ((r.at - start) / 1000), drainS, landed: readable >= accepted && drainS <= 2,
     machineUsPerEvent: machineUs / Math.max(1, readable), serverUsPerEvent: serverUs / Math.max(1, readable),
+    postgresUsPerEvent: per(others.postgres - others0.postgres), natsUsPerEvent: per(others.nats - others0.nats), redisUsPerEvent: per(others.redis - others0.redis),
   };
-  log(`  ${t.name}: ${Math.round(run.acceptedPerS)} 202/s, non-2xx ${w.non2xx}, errors ${w.errors}; ${readable}/${accepted} readable after ${drainS.toFixed(2)} s -> ${Math.round(run.eventsPerS)} events/s end to end; machine CPU ${run.machineUsPerEvent.toFixed(1)} µs/event (server process ${run.serverUsPerEvent.toFixed(1)})`);
+  log(`  ${t.name}: ${Math.round(run.acceptedPerS)} 202/s, non-2xx ${w.non2xx}, errors ${w.errors}; ${readable}/${accepted} readable after ${drainS.toFixed(2)} s -> ${Math.round(run.eventsPerS)} events/s end to end; machine CPU ${run.machineUsPerEvent.toFixed(1)} µs/event (server process ${run.serverUsPerEvent.toFixed(1)}, PostgreSQL ${run.postgresUsPerEvent.toFixed(1)}, NATS ${run.natsUsPerEvent.toFixed(1)}, Redis ${run.redisUsPerEvent.toFixed(1)})`);
   return run;
 }
 
@@ -247,6 +263,8 @@ function summary(r: Result) {
   const agg = (n: Target['name']) => ({
     eventsPerS: median(of(n).map((x) => x.eventsPerS)), machineUsPerEvent: median(of(n).map((x) => x.machineUsPerEvent)),
     serverUsPerEvent: median(of(n).map((x) => x.serverUsPerEvent)), allLanded: of(n).every((x) => x.landed),
+    postgresUsPerEvent: median(of(n).map((x) => x.postgresUsPerEvent)), natsUsPerEvent: median(of(n).map((x) => x.natsUsPerEvent)),
+    redisUsPerEvent: median(of(n).map((x) => x.redisUsPerEvent)),
   });
   const F = agg('floor');
   const T = agg('Tidemark');
@@ -265,15 +283,18 @@ function markdown(r: Result, command: string): string {
   const yes = (b: boolean) => (b ? 'met' : '**not met**');
   const L = ['## Floor', ''];
   L.push(`Command: \`${command}\``, '');
-  L.push(`Machine: ${r.machine.nproc} CPUs, ${r.machine.cpu}, Node ${r.machine.node}; load average before ${r.machine.load}, after ${r.machine.loadAfter ?? '?'}. Date: ${r.machine.date}. Floor: bench/floor-server.ts (uWS parses the JSON body; one JetStream publish in flight carries every queued body, its PubAck answers them 202; a durable pull consumer inserts up to 500 messages' events in one INSERT, commits, then acks). Tidemark: \`npm start\` (cmd/all, defaults). Both on this machine's NATS and PostgreSQL; wrk -t1 -c${r.options.connections}, ${r.options.seconds} s a run, the same 512 screen_view requests, floor and Tidemark alternated ${r.options.alternations}x. Events/s: events readable in PostgreSQL from the load's start until the last acknowledged one is; machine CPU: /proc/stat busy time of every CPU over that span (load generator included) per event readable.`, '');
-  L.push('| run | target | 202/s | non-2xx | errors | events readable | events/s end to end | every 202 readable within 2 s (drain s) | machine CPU µs/event | server process µs/event |');
-  L.push('|---:|---|---:|---:|---:|---:|---:|---|---:|---:|');
-  r.runs.forEach((x, i) => L.push(`| ${i + 1} | ${x.target} | ${f0(x.acceptedPerS)} | ${x.non2xx} | ${x.errors} | ${f0(x.readable)} | ${f0(x.eventsPerS)} | ${x.landed ? 'yes' : '**no**'} (${x.drainS.toFixed(2)}) | ${x.machineUsPerEvent.toFixed(1)} | ${x.serverUsPerEvent.toFixed(1)} |`));
+  L.push(`Machine: ${r.machine.nproc} CPUs, ${r.machine.cpu}, Node ${r.machine.node}; load average before ${r.machine.load}, after ${r.machine.loadAfter ?? '?'}. Date: ${r.machine.date}. Floor: bench/floor-server.ts (uWS parses the JSON body; one JetStream publish in flight carries every queued body, its PubAck answers them 202; a durable pull consumer inserts up to 500 messages' events in one INSERT, commits, then acks). Tidemark: \`npm start\` (cmd/all, defaults). Both on this machine's NATS and PostgreSQL; wrk -t1 -c${r.options.connections}, ${r.options.seconds} s a run, the same 512 screen_view requests, floor and Tidemark alternated ${r.options.alternations}x. Events/s: events readable in PostgreSQL from the load's start until the last acknowledged one is; machine CPU: /proc/stat busy time of every CPU over that span (load generator included) per event readable; of it, the server process (all its threads), PostgreSQL (the postmaster, its reaped and live children), nats-server and redis-server, from /proc (the rest is wrk and the kernel).`, '');
+  L.push('| run | target | 202/s | non-2xx | errors | events readable | events/s end to end | every 202 readable within 2 s (drain s) | machine CPU µs/event | server process µs/event | PostgreSQL µs/event | NATS µs/event | Redis µs/event |');
+  L.push('|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|');
+  r.runs.forEach((x, i) => L.push(`| ${i + 1} | ${x.target} | ${f0(x.acceptedPerS)} | ${x.non2xx} | ${x.errors} | ${f0(x.readable)} | ${f0(x.eventsPerS)} | ${x.landed ? 'yes' : '**no**'} (${x.drainS.toFixed(2)}) | ${x.machineUsPerEvent.toFixed(1)} | ${x.serverUsPerEvent.toFixed(1)} | ${x.postgresUsPerEvent.toFixed(1)} | ${x.natsUsPerEvent.toFixed(1)} | ${x.redisUsPerEvent.toFixed(1)} |`));
   L.push('');
   L.push('| (medians of the runs) | floor | Tidemark | Tidemark / floor | aim |', '|---|---:|---:|---:|---|');
   L.push(`| events/s end to end | ${f0(s.floor.eventsPerS)} | ${f0(s.tidemark.eventsPerS)} | **${s.capacityRatio.toFixed(2)}x** | ≥ 0.6x, every 202 readable within 2 s: ${yes(s.met.capacity)} |`);
   L.push(`| machine CPU µs/event | ${s.floor.machineUsPerEvent.toFixed(1)} | ${s.tidemark.machineUsPerEvent.toFixed(1)} | **${s.cpuRatio.toFixed(2)}x** | ≤ 2x: ${yes(s.met.cpu)} |`);
   L.push(`| server process CPU µs/event | ${s.floor.serverUsPerEvent.toFixed(1)} | ${s.tidemark.serverUsPerEvent.toFixed(1)} | ${(s.tidemark.serverUsPerEvent / s.floor.serverUsPerEvent).toFixed(2)}x | |`);
+  for (const [label, k] of [['PostgreSQL', 'postgresUsPerEvent'], ['NATS', 'natsUsPerEvent'], ['Redis', 'redisUsPerEvent']] as const) {
+    L.push(`| ${label} CPU µs/event | ${s.floor[k].toFixed(1)} | ${s.tidemark[k].toFixed(1)} | ${(s.tidemark[k] / s.floor[k]).toFixed(2)}x | |`);
+  }
   L.push(`| sequential p50 ms (${r.options.seq} requests, one socket) | ${r.seq.floor.p50.toFixed(3)} | ${r.seq.Tidemark.p50.toFixed(3)} | +${(r.seq.Tidemark.p50 - r.seq.floor.p50).toFixed(3)} ms | ≤ floor + 0.3 ms (${s.p50Aim.toFixed(3)}): ${yes(s.met.p50)} |`);
   L.push(`| sequential p99 ms | ${r.seq.floor.p99.toFixed(3)} | ${r.seq.Tidemark.p99.toFixed(3)} | +${(r.seq.Tidemark.p99 - r.seq.floor.p99).toFixed(3)} ms | ≤ max(5, floor + 2) (${s.p99Aim.toFixed(2)}): ${yes(s.met.p99)} |`);
   L.push('');

@@ -50,7 +50,6 @@
 // Prints the markdown section and a JSON line (BENCH_RESULT ...); writes the "Rollup cost"
 // section ("Rollup cost: live hour", each with ", without hll" when the database has no hll)
 // of bench/RESULTS.md only with --record.
-import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -58,6 +57,7 @@ import pg from 'pg';
 import { TestEnv, spawnApp, PG_BASE, post, sleep, uniqueName, type Credentials } from '../test/support/harness';
 import { stopChild } from '../test/support/private-services';
 import { mulberry32 } from '../test/support/random';
+import { serverCpuS, statOf } from './proc-cpu';
 import { TICK_US } from './e2e';
 import { percentile, sequential } from './openloop';
 import { machineInfo, writeSection, type Machine } from './run';
@@ -87,29 +87,6 @@ const log = (m: string) => console.error(`[rollup-cost ${new Date().toISOString(
 const HOUR = 3_600_000;
 
 // ---- PostgreSQL CPU ----
-
-function statOf(pid: number | string): { ppid: number; self: number; children: number } | null {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return { ppid: Number(f[1]), self: Number(f[11]) + Number(f[12]), children: Number(f[13]) + Number(f[14]) };
-  } catch {
-    return null; // gone
-  }
-}
-
-/** Seconds of CPU of the whole server: the postmaster, its reaped children and its live children. */
-function serverCpuS(postmaster: number): number {
-  const pm = statOf(postmaster);
-  if (!pm) throw new Error(`postmaster ${postmaster} is gone`);
-  let ticks = pm.self + pm.children;
-  for (const e of readdirSync('/proc')) {
-    if (e.charCodeAt(0) > 57) continue; // not a pid
-    const s = statOf(e);
-    if (s && s.ppid === postmaster) ticks += s.self;
-  }
-  return (ticks * TICK_US) / 1e6;
-}
 
 /** CPU of this database's backends: the ones seen alive at each sample (born after the start: counted whole). */
 class OwnBackends {
