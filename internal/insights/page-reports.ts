@@ -15,7 +15,7 @@ import type { ConnectionSource, Queryable } from '../query/source';
 import { bounceRate, meanSeconds, toNumber } from './numbers';
 import { parseReportParams, reportPeriodSchema, textParam } from './report-params';
 import { revenueSql } from './raw-rows';
-import { PAGE_MEASURES, sessionViews } from './service';
+import { pageSumsCtes } from './service';
 import { scopedSessionsSql, type SessionScope } from './sessions';
 
 /** Rows pages/entry_exit answers at most (OpenPanel's MAX_RECORDS_LIMIT). */
@@ -189,18 +189,7 @@ export async function getPagePerformance(
                      WHERE strpos(t.path, ${search}) > 0 OR strpos(t.origin, ${search}) > 0 OR strpos(t.title, ${search}) > 0)`
       : 'matched AS (SELECT g.* FROM pages g)';
     const { rows } = await db.query<PerformanceSqlRow>(
-      `WITH s AS MATERIALIZED (
-         SELECT s.id, s.started_at, s.last_event_at, s.is_bounce, s.entry_origin, s.entry_path
-         FROM (${sessionsSql}) s
-       ),
-       v AS (
-         ${sessionViews('e.session_id, e.origin COLLATE "C" AS origin, e.path COLLATE "C" AS path, e.duration_ms', project, view, start, eventFilters)}
-       ),
-       pages AS (
-         SELECT v.origin, v.path, ${PAGE_MEASURES}
-         FROM v
-         GROUP BY v.origin, v.path
-       ),
+      `WITH ${pageSumsCtes(sessionsSql, project, view, start, eventFilters)},
        ${matched},
        shown AS (
          SELECT m.*, count(*) OVER () AS total_pages

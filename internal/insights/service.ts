@@ -204,17 +204,9 @@ function pagesSql(ctx: QueryContext & Page, p: SqlParams): string {
   const scopeAgain = scopedSessionsSql(scope, p, { applyEventFilters: false });
   const titleFilters = compileAll(ctx.filters.event, 't', p);
   return `
-      WITH s AS MATERIALIZED (
-        SELECT s.id, s.started_at, s.last_event_at, s.is_bounce, s.entry_origin, s.entry_path
-        FROM (${sessionsSql}) s
-      ),
-      v AS (
-        ${sessionViews('e.session_id, e.origin COLLATE "C" AS origin, e.path COLLATE "C" AS path, e.duration_ms', project, view, start, eventFilters)}
-      ),
+      WITH ${pageSumsCtes(sessionsSql, project, view, start, eventFilters)},
       ranked AS (
-        SELECT v.origin, v.path, ${PAGE_MEASURES}
-        FROM v
-        GROUP BY v.origin, v.path
+        SELECT * FROM pages v
         ORDER BY sessions DESC, v.path, v.origin
         LIMIT ${p.add(ctx.limit)} OFFSET ${p.add(ctx.offset)}
       )
@@ -250,6 +242,25 @@ export function sessionViews(columns: string, project: string, view: string, sta
           AND e.created_at <= (SELECT max(s2.last_event_at) FROM s s2)
           AND e.created_at >= s.started_at
           AND ${eventFilters}`;
+}
+
+/**
+ * The CTEs `s` (the scope's sessions), `v` (their screen views, sessionViews) and `pages` (each
+ * page's PAGE_MEASURES): what /pages and pages/performance rank and cut.
+ */
+export function pageSumsCtes(sessionsSql: string, project: string, view: string, start: string, eventFilters: string): string {
+  return `s AS MATERIALIZED (
+        SELECT s.id, s.started_at, s.last_event_at, s.is_bounce, s.entry_origin, s.entry_path
+        FROM (${sessionsSql}) s
+      ),
+      v AS (
+        ${sessionViews('e.session_id, e.origin COLLATE "C" AS origin, e.path COLLATE "C" AS path, e.duration_ms', project, view, start, eventFilters)}
+      ),
+      pages AS (
+        SELECT v.origin, v.path, ${PAGE_MEASURES}
+        FROM v
+        GROUP BY v.origin, v.path
+      )`;
 }
 
 /** A page's sums over its views `v` (sessionViews). */
