@@ -143,16 +143,23 @@ export function funnelAnswer(names: readonly string[], reached: readonly number[
  */
 export function funnelSql(projectId: string, params: FunnelParams, start: Date, end: Date, p: SqlParams): string {
   const byProfile = params.groupBy === 'profile_id';
-  // semantics.md, "Identify within a session": an event in a session belongs to its session's profile.
-  const group = byProfile ? 'coalesce(s.profile_id, e.profile_id)' : 'e.session_id';
-  const sessionJoin = byProfile
-    ? 'LEFT JOIN LATERAL (SELECT x.profile_id FROM sessions x WHERE x.id = e.session_id LIMIT 1) s ON true'
-    : '';
   const filters = params.filters.length ? `AND ${compileAll(indexed(params.filters), 'e', p)}` : '';
   const project = p.add(projectId);
   const names = p.add([...new Set(params.steps)]);
   const from = p.add(start.toISOString());
   const to = p.add(end.toISOString());
+  // semantics.md, "Identify within a session": an event in a session belongs to its session's
+  // profile. The sessions that started in the period or the day before are joined by a hash
+  // (one scan of their index range); an older session is looked up by id (a rare event that
+  // continues a session begun before that).
+  const group = byProfile
+    ? 'coalesce(near.profile_id, (SELECT x.profile_id FROM sessions x WHERE x.id = e.session_id LIMIT 1), e.profile_id)'
+    : 'e.session_id';
+  const sessionJoin = byProfile
+    ? `LEFT JOIN (SELECT s.id, s.profile_id FROM sessions s
+                  WHERE s.project_id = ${project} AND s.started_at >= ${from}::timestamptz - interval '1 day'
+                    AND s.started_at < ${to}::timestamptz) near ON near.id = e.session_id`
+    : '';
   const window = `${p.add(params.windowHours)}::int * interval '1 hour'`;
   const reached = (k: number) => `f${k} IS NOT NULL AND t <= f${k} + ${window}`;
   let levels = `SELECT g, t, name, CASE WHEN name = ${p.add(params.steps[0])} THEN t END AS f1 FROM ev`;
