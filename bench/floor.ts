@@ -33,7 +33,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { TestEnv, spawnApp, ROOT, NATS_URL, PG_BASE, sleep, uniqueName } from '../test/support/harness';
 import { stopChild } from '../test/support/private-services';
 import { rawRequests, ticks, TICK_US } from './e2e';
-import { commCpuS, findPostmaster, serverCpuS } from './proc-cpu';
+import { commCpuS, findPostmaster, serverCpuS, threadTicks } from './proc-cpu';
 import { percentile, sequential } from './openloop';
 import { machineInfo, writeSection, type Machine } from './run';
 
@@ -119,6 +119,8 @@ interface Run {
   postgresUsPerEvent: number;
   natsUsPerEvent: number;
   redisUsPerEvent: number;
+  /** The server process's threads, µs per event, busiest first (those at 0.5 or more). */
+  threadsUsPerEvent: number[];
 }
 
 async function waitReadable(t: Target, target: number, timeoutMs: number): Promise<{ n: number; at: number }> {
@@ -141,6 +143,7 @@ async function closedRun(t: Target, reqs: Buffer[]): Promise<Run> {
   const m0 = machineBusy();
   const s0 = ticks(t.pid);
   const others0 = othersCpuS();
+  const threads0 = threadTicks(t.pid);
   const start = performance.now();
   const w = await wrk(t.port, reqs, O.seconds);
   const stopped = performance.now();
@@ -149,15 +152,22 @@ async function closedRun(t: Target, reqs: Buffer[]): Promise<Run> {
   const machineUs = (machineBusy() - m0) * TICK_US;
   const serverUs = (ticks(t.pid) - s0) * TICK_US;
   const others = othersCpuS();
+  const threads = threadTicks(t.pid);
   const readable = r.n - base;
   const per = (sec: number) => (sec * 1e6) / Math.max(1, readable);
+  // The server process by thread, busiest first (Node names no thread: the event-loop threads
+  // of the roles are the busiest, then V8's and libuv's helpers).
+  const byThread = [...threads].map(([tid, n]) => ({ tid, us: ((n - (threads0.get(tid) ?? 0)) * TICK_US) / Math.max(1, readable) }))
+    .filter((x) => x.us >= 0.5).sort((x, y) => y.us - x.us);
   const drainS = Math.max(0, (r.at - stopped) / 1000);
   const run: Run = {
     target: t.name, accepted, non2xx: w.non2xx, errors: w.errors, acceptedPerS: accepted / w.seconds, readable,
     eventsPerS: readable / ((r.at - start) / 1000), drainS, landed: readable >= accepted && drainS <= 2,
     machineUsPerEvent: machineUs / Math.max(1, readable), serverUsPerEvent: serverUs / Math.max(1, readable),
     postgresUsPerEvent: per(others.postgres - others0.postgres), natsUsPerEvent: per(others.nats - others0.nats), redisUsPerEvent: per(others.redis - others0.redis),
+    threadsUsPerEvent: byThread.map((x) => x.us),
   };
+  log(`  ${t.name} threads µs/event: ${byThread.map((x) => x.us.toFixed(1)).join(' ')}`);
   log(`  ${t.name}: ${Math.round(run.acceptedPerS)} 202/s, non-2xx ${w.non2xx}, errors ${w.errors}; ${readable}/${accepted} readable after ${drainS.toFixed(2)} s -> ${Math.round(run.eventsPerS)} events/s end to end; machine CPU ${run.machineUsPerEvent.toFixed(1)} µs/event (server process ${run.serverUsPerEvent.toFixed(1)}, PostgreSQL ${run.postgresUsPerEvent.toFixed(1)}, NATS ${run.natsUsPerEvent.toFixed(1)}, Redis ${run.redisUsPerEvent.toFixed(1)})`);
   return run;
 }
@@ -284,9 +294,9 @@ function markdown(r: Result, command: string): string {
   const L = ['## Floor', ''];
   L.push(`Command: \`${command}\``, '');
   L.push(`Machine: ${r.machine.nproc} CPUs, ${r.machine.cpu}, Node ${r.machine.node}; load average before ${r.machine.load}, after ${r.machine.loadAfter ?? '?'}. Date: ${r.machine.date}. Floor: bench/floor-server.ts (uWS parses the JSON body; one JetStream publish in flight carries every queued body, its PubAck answers them 202; a durable pull consumer inserts up to 500 messages' events in one INSERT, commits, then acks). Tidemark: \`npm start\` (cmd/all, defaults). Both on this machine's NATS and PostgreSQL; wrk -t1 -c${r.options.connections}, ${r.options.seconds} s a run, the same 512 screen_view requests, floor and Tidemark alternated ${r.options.alternations}x. Events/s: events readable in PostgreSQL from the load's start until the last acknowledged one is; machine CPU: /proc/stat busy time of every CPU over that span (load generator included) per event readable; of it, the server process (all its threads), PostgreSQL (the postmaster, its reaped and live children), nats-server and redis-server, from /proc (the rest is wrk and the kernel).`, '');
-  L.push('| run | target | 202/s | non-2xx | errors | events readable | events/s end to end | every 202 readable within 2 s (drain s) | machine CPU µs/event | server process µs/event | PostgreSQL µs/event | NATS µs/event | Redis µs/event |');
-  L.push('|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|');
-  r.runs.forEach((x, i) => L.push(`| ${i + 1} | ${x.target} | ${f0(x.acceptedPerS)} | ${x.non2xx} | ${x.errors} | ${f0(x.readable)} | ${f0(x.eventsPerS)} | ${x.landed ? 'yes' : '**no**'} (${x.drainS.toFixed(2)}) | ${x.machineUsPerEvent.toFixed(1)} | ${x.serverUsPerEvent.toFixed(1)} | ${x.postgresUsPerEvent.toFixed(1)} | ${x.natsUsPerEvent.toFixed(1)} | ${x.redisUsPerEvent.toFixed(1)} |`));
+  L.push('| run | target | 202/s | non-2xx | errors | events readable | events/s end to end | every 202 readable within 2 s (drain s) | machine CPU µs/event | server process µs/event | its threads µs/event, busiest first | PostgreSQL µs/event | NATS µs/event | Redis µs/event |');
+  L.push('|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|');
+  r.runs.forEach((x, i) => L.push(`| ${i + 1} | ${x.target} | ${f0(x.acceptedPerS)} | ${x.non2xx} | ${x.errors} | ${f0(x.readable)} | ${f0(x.eventsPerS)} | ${x.landed ? 'yes' : '**no**'} (${x.drainS.toFixed(2)}) | ${x.machineUsPerEvent.toFixed(1)} | ${x.serverUsPerEvent.toFixed(1)} | ${x.threadsUsPerEvent.map((u) => u.toFixed(1)).join(' ')} | ${x.postgresUsPerEvent.toFixed(1)} | ${x.natsUsPerEvent.toFixed(1)} | ${x.redisUsPerEvent.toFixed(1)} |`));
   L.push('');
   L.push('| (medians of the runs) | floor | Tidemark | Tidemark / floor | aim |', '|---|---:|---:|---:|---|');
   L.push(`| events/s end to end | ${f0(s.floor.eventsPerS)} | ${f0(s.tidemark.eventsPerS)} | **${s.capacityRatio.toFixed(2)}x** | ≥ 0.6x, every 202 readable within 2 s: ${yes(s.met.capacity)} |`);

@@ -47,3 +47,19 @@ export function findPostmaster(): number | null {
   }
   return null;
 }
+
+/** CPU ticks of each thread of a process (by thread id), from /proc/<pid>/task. */
+export function threadTicks(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    const s = statOf(`${pid}/task/${tid}`);
+    if (s) out.set(Number(tid), s.self);
+  }
+  return out;
+}
