@@ -15,7 +15,7 @@ import type { ConnectionSource, Queryable } from '../query/source';
 import { bounceRate, meanSeconds, toNumber } from './numbers';
 import { parseReportParams, reportPeriodSchema, textParam } from './report-params';
 import { revenueSql } from './raw-rows';
-import { pageSumsCtes } from './service';
+import { pageSumsCtes, type PagesRow } from './service';
 import { scopedSessionsSql, type SessionScope } from './sessions';
 
 /** Rows pages/entry_exit answers at most (OpenPanel's MAX_RECORDS_LIMIT). */
@@ -225,16 +225,7 @@ export async function getPagePerformance(
   });
 }
 
-interface PerformanceSqlRow {
-  origin: string;
-  path: string;
-  title: string;
-  sessions: string;
-  entries: string;
-  bounces: string;
-  timed_views: string;
-  duration_ms: string;
-  views: string;
+interface PerformanceSqlRow extends PagesRow {
   total_pages: string;
 }
 

@@ -286,7 +286,7 @@ function referencePagesSql(ctx: QueryContext & Page, p: SqlParams): string {
       LIMIT ${p.add(ctx.limit)} OFFSET ${p.add(ctx.offset)}`;
 }
 
-interface PagesRow {
+export interface PagesRow {
   origin: string;
   path: string;
   title: string;
