@@ -46,7 +46,11 @@
 // setting for it, only the extension's presence in the database.
 //
 //   npx tsx bench/rollup-cost.ts [--events 10000] [--no-hll] [--live] [--session-timeout-min 1]
-//                                [--connections 16] [--idle-s 20] [--quiet-s 5] [--record]
+//                                [--connections 16] [--idle-s 20] [--quiet-s 5] [--explain] [--record]
+// --explain: auto_explain (ANALYZE, nested statements) in the benchmark database for every
+// statement over 50 ms: their plans go to the PostgreSQL server's log.
+// The report ends with where the time went: the rows of each kept rollup table and the SQL
+// functions' own time (track_functions = pl, set on the benchmark database).
 // Prints the markdown section and a JSON line (BENCH_RESULT ...); writes the "Rollup cost"
 // section ("Rollup cost: live hour", each with ", without hll" when the database has no hll)
 // of bench/RESULTS.md only with --record.
@@ -76,12 +80,14 @@ const { values: a } = parseArgs({
     'batch': { type: 'string', default: '500' },
     seed: { type: 'string', default: '1' },
     record: { type: 'boolean', default: false },
+    explain: { type: 'boolean', default: false },
   },
 });
 const O = {
   events: Number(a.events), hll: !a['no-hll'], live: a.live === true, liveLeadS: Number(a['live-lead-s']),
   sessionTimeoutMin: a['session-timeout-min'] ? Number(a['session-timeout-min']) : null, connections: Number(a.connections),
   idleS: Number(a['idle-s']), quietS: Number(a['quiet-s']), maxWaitS: Number(a['max-wait-s']), batch: Number(a.batch), seed: Number(a.seed),
+  explain: a.explain === true,
 };
 const log = (m: string) => console.error(`[rollup-cost ${new Date().toISOString().slice(11, 19)}] ${m}`);
 const HOUR = 3_600_000;
@@ -296,6 +302,7 @@ interface Result {
   storedS: number;
   rows: { events: number; sessions: number; sessionStarts: number; sessionEnds: number; openSessions: number };
   hours: string[];
+  census: Census;
   tidemark: Phase;
   bare: Phase & { rows: number; statements: number; insertS: number };
   ratio: number;
@@ -339,6 +346,13 @@ async function run(): Promise<Result> {
   }
   try {
     await env.setup();
+    // Per-function time (pg_stat_user_functions) for the census below: the service's backends
+    // read the database's settings when they connect, after this.
+    await admin.query(`ALTER DATABASE ${pg.escapeIdentifier(env.dbName)} SET track_functions = 'pl'`);
+    if (O.explain) {
+      for (const q of [`SET session_preload_libraries = 'auto_explain'`, `SET auto_explain.log_min_duration = 50`, `SET auto_explain.log_nested_statements = on`, `SET auto_explain.log_analyze = on`])
+        await admin.query(`ALTER DATABASE ${pg.escapeIdentifier(env.dbName)} ${q}`);
+    }
     const hll = (await env.db.query<{ n: boolean }>("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'hll') AS n")).rows[0]!.n;
     if (hll !== O.hll) throw new Error(`hll ${hll ? 'installed' : 'not installed'} in the benchmark database, ${O.hll ? 'asked for' : 'asked without'} (is postgresql-15-hll installed?)`);
     const postmaster = statOf((await env.db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid)!.ppid;
@@ -414,6 +428,7 @@ async function run(): Promise<Result> {
                 (SELECT count(*)::int FROM events WHERE project_id = $1 AND name = 'session_start') AS "sessionStarts",
                 (SELECT count(*)::int FROM events WHERE project_id = $1 AND name = 'session_end') AS "sessionEnds",
                 (SELECT count(*)::int FROM sessions WHERE project_id = $1 AND NOT ended) AS "openSessions"`, [projectId])).rows[0]!;
+      const census = await rollupCensus(env.db, projectId, accepted);
       const hours = (await env.db.query<{ h: string }>(
         "SELECT DISTINCT to_char(date_trunc('hour', created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:00') AS h FROM events WHERE project_id = $1 ORDER BY 1", [projectId])).rows.map((r) => r.h);
 
@@ -462,7 +477,7 @@ async function run(): Promise<Result> {
         log(`  ${raw.rows.length} rows in ${statements} statements, ${insertS.toFixed(2)} s; quiet after ${bare.windowS.toFixed(1)} s: ${bare.cpuS.toFixed(2)} s CPU, idle ${bare.idleS.toFixed(2)} s -> ${bare.usPerEvent.toFixed(1)} µs/event (own backends ${bare.ownUsPerEvent.toFixed(1)})`);
         machine.loadAfter = os.loadavg().map((l) => l.toFixed(1)).join(' ');
         return {
-          machine, options: O, hll, sent, statuses, sendS, trackMs, storedS: (stored.at - t0.t) / 1000, rows, hours, tidemark, bare,
+          machine, options: O, hll, sent, statuses, sendS, trackMs, storedS: (stored.at - t0.t) / 1000, rows, hours, tidemark, bare, census,
           ratio: tidemark.usPerEvent / bare.usPerEvent, ownRatio: tidemark.ownUsPerEvent / bare.ownUsPerEvent,
         };
       } finally {
@@ -476,6 +491,35 @@ async function run(): Promise<Result> {
     if (role) await admin.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(role)}`).catch((err) => log(`could not drop role ${role}: ${err}`));
     await admin.end();
   }
+}
+
+// ---- where it goes ----
+
+interface Census {
+  /** Rows of each kept rollup table for the project, busiest first (a row is one key of a bucket). */
+  tables: { relation: string; rows: number }[];
+  /** The refresh functions' own time (pg_stat_user_functions, track_functions = pl), busiest first. */
+  functions: { name: string; calls: number; selfMs: number; totalMs: number }[];
+}
+
+/** What the rollups hold and what their functions took: where an event's PostgreSQL time goes. */
+async function rollupCensus(db: TestEnv['db'], projectId: string, events: number): Promise<Census> {
+  const rels = (await db.query<{ relation: string }>(
+    `SELECT r.relation FROM rollup_registry r
+      WHERE r.refresh_fn IS NOT NULL AND to_regclass(r.relation) IS NOT NULL
+        AND (SELECT c.relkind FROM pg_class c WHERE c.oid = to_regclass(r.relation)) = 'r' ORDER BY 1`)).rows.map((r) => r.relation);
+  const tables: Census['tables'] = [];
+  for (const relation of rels) {
+    const n = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${pg.escapeIdentifier(relation)} WHERE project_id = $1`, [projectId])).rows[0]!.n;
+    tables.push({ relation, rows: n });
+  }
+  tables.sort((a, b) => b.rows - a.rows);
+  const functions = (await db.query<{ name: string; calls: number; self_ms: number; total_ms: number }>(
+    `SELECT funcname AS name, calls::int, self_time AS self_ms, total_time AS total_ms FROM pg_stat_user_functions
+      WHERE funcname LIKE 'tm\\_%' ORDER BY self_time DESC`)).rows
+    .map((r) => ({ name: r.name, calls: r.calls, selfMs: Number(r.self_ms), totalMs: Number(r.total_ms) }));
+  log(`  rollup rows: ${tables.reduce((s, t) => s + t.rows, 0)} in ${tables.length} tables (${(tables.reduce((s, t) => s + t.rows, 0) / Math.max(1, events)).toFixed(2)} a stored event)`);
+  return { tables, functions };
 }
 
 // ---- report ----
@@ -496,6 +540,9 @@ function markdown(r: Result, command: string): string {
   L.push(`| bare insert (PK only, ${r.options.batch} a statement as one array a column, ${B.statements} statements in ${B.insertS.toFixed(2)} s) | ${B.rows} | ${B.windowS.toFixed(1)}${B.timedOut ? ' (timed out)' : ''} | ${B.cpuS.toFixed(2)} | ${B.idleS.toFixed(2)} | ${B.netS.toFixed(2)} | **${B.usPerEvent.toFixed(1)}** | ${B.ownUsPerEvent.toFixed(1)} |`);
   L.push('');
   L.push(`Ratio Tidemark / bare insert: **${r.ratio.toFixed(1)}x** (own backends: ${r.ownRatio.toFixed(1)}x).`, '');
+  const C = r.census;
+  const rollupRows = C.tables.reduce((s, t) => s + t.rows, 0);
+  L.push(`Where it goes: the kept rollup tables hold ${rollupRows.toLocaleString('en-US')} rows for these events (${(rollupRows / r.sent).toFixed(1)} an event; busiest: ${C.tables.slice(0, 6).map((t) => `${t.relation} ${t.rows.toLocaleString('en-US')}`).join(', ')}). The SQL functions' own time (pg_stat_user_functions): ${C.functions.slice(0, 8).map((f) => `${f.name} ${(f.selfMs / 1000).toFixed(2)} s (${f.calls} calls)`).join(', ')}; all of them ${(C.functions.reduce((s, f) => s + f.selfMs, 0) / 1000).toFixed(2)} s.`, '');
   const busy = Math.max(T.idleRate, B.idleRate);
   if (busy > 0.1) L.push(`**Not a quiet machine:** PostgreSQL's idle rate was ${(busy * 100).toFixed(0)}% of a core (other users of the server), so the whole-server figures are noise; only the own-backends column means anything here.`, '');
   return L.join('\n');
