@@ -54,6 +54,7 @@
 // Prints the markdown section and a JSON line (BENCH_RESULT ...); writes the "Rollup cost"
 // section ("Rollup cost: live hour", each with ", without hll" when the database has no hll)
 // of bench/RESULTS.md only with --record.
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -117,7 +118,16 @@ class OwnBackends {
   }
 }
 
-interface Sample { t: number; cpu: number; own: number }
+/** `machine`: busy CPU seconds of every CPU (/proc/stat); `gen`: this process's (the load generator's). */
+interface Sample { t: number; cpu: number; own: number; machine: number; gen: number }
+
+function machineBusyS(): number {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return ((f.reduce((x, y) => x + y, 0) - f[3]! - f[4]!) * TICK_US) / 1e6;
+}
+const genS = (): number => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
+const sampleNow = (postmaster: number, own: number): Sample =>
+  ({ t: performance.now(), cpu: serverCpuS(postmaster), own, machine: machineBusyS(), gen: genS() });
 
 /**
  * Samples every 500 ms (server CPU, own backends, and `poll`, which the idle window runs too)
@@ -136,7 +146,7 @@ async function untilQuiet<P>(o: {
     await sleep(500);
     last = await o.poll();
     await o.own.sample();
-    const s: Sample = { t: performance.now(), cpu: serverCpuS(o.postmaster), own: o.own.cpuS() };
+    const s = sampleNow(o.postmaster, o.own.cpuS());
     samples.push(s);
     const elapsed = (s.t - o.t0.t) / 1000;
     if (o.seconds !== undefined) {
@@ -288,8 +298,12 @@ interface Phase {
   ownCpuS: number;
   ownIdleS: number;
   ownUsPerEvent: number;
+  /** The whole machine's busy CPU less this process's (the load generator), its idle rate subtracted, per event. */
+  machineUsPerEvent: number;
   timedOut: boolean;
 }
+
+interface Idle { rate: number; ownRate: number; machineRate: number }
 
 interface Result {
   machine: Machine;
@@ -309,7 +323,7 @@ interface Result {
   ownRatio: number;
 }
 
-function phase(t0: Sample, end: Sample, idle: { rate: number; ownRate: number }, events: number, timedOut: boolean): Phase {
+function phase(t0: Sample, end: Sample, idle: Idle, events: number, timedOut: boolean): Phase {
   const windowS = (end.t - t0.t) / 1000;
   const cpuS = end.cpu - t0.cpu;
   const ownCpuS = end.own - t0.own;
@@ -318,15 +332,17 @@ function phase(t0: Sample, end: Sample, idle: { rate: number; ownRate: number },
   const netS = Math.max(0, cpuS - idleS);
   return {
     windowS, idleRate: idle.rate, cpuS, idleS, netS, usPerEvent: (netS * 1e6) / events, ownCpuS, ownIdleS,
-    ownUsPerEvent: (Math.max(0, ownCpuS - ownIdleS) * 1e6) / events, timedOut,
+    ownUsPerEvent: (Math.max(0, ownCpuS - ownIdleS) * 1e6) / events,
+    machineUsPerEvent: (Math.max(0, end.machine - t0.machine - (end.gen - t0.gen) - idle.machineRate * windowS) * 1e6) / events, timedOut,
   };
 }
 
-async function measureIdle(postmaster: number, own: OwnBackends, poll: () => Promise<unknown>): Promise<{ rate: number; ownRate: number }> {
+async function measureIdle(postmaster: number, own: OwnBackends, poll: () => Promise<unknown>): Promise<Idle> {
   await own.start();
-  const t0: Sample = { t: performance.now(), cpu: serverCpuS(postmaster), own: 0 };
+  const t0 = sampleNow(postmaster, 0);
   const { end } = await untilQuiet({ postmaster, own, t0, idleRate: null, seconds: O.idleS, poll, done: () => true, maxWaitS: O.idleS + 5, label: 'idle' });
-  return { rate: (end.cpu - t0.cpu) / ((end.t - t0.t) / 1000), ownRate: end.own / ((end.t - t0.t) / 1000) };
+  const span = (end.t - t0.t) / 1000;
+  return { rate: (end.cpu - t0.cpu) / span, ownRate: end.own / span, machineRate: (end.machine - t0.machine - (end.gen - t0.gen)) / span };
 }
 
 async function run(): Promise<Result> {
@@ -387,14 +403,23 @@ async function run(): Promise<Result> {
         from = closeAt - 3 * HOUR;
       }
 
+      // The poll's own cost is in the measured CPU (and, at the idle rate, subtracted): counting
+      // the stored events on every poll cost ~6 ms a poll at 13k rows (0.7 s of a run's 4 s), so
+      // they are counted only until every accepted event is in, open sessions only when the run
+      // waits for them to end, and logged deltas not at all (only whether any is left: 1 or 0).
+      const target = { stored: Infinity };
+      let storedSeen = 0;
       const poll = async () => {
-        const q = await env.db.query<{ inv: number; deltas: number; stored: number; open: number }>(
+        const countStored = storedSeen < target.stored;
+        const q = await env.db.query<{ inv: number; deltas: number; stored: number | null; open: number | null }>(
           `SELECT (SELECT count(*)::int FROM rollup_invalidations WHERE bucket < $1) AS inv,
-                  (SELECT count(*)::int FROM rollup_delta_sessions) + (SELECT count(*)::int FROM rollup_delta_events) AS deltas,
-                  (SELECT count(*)::int FROM events WHERE project_id = $2 AND name NOT IN ('session_start', 'session_end')) AS stored,
-                  (SELECT count(*)::int FROM sessions WHERE project_id = $2 AND NOT ended) AS open`,
-          [new Date(closeAt).toISOString(), projectId]);
-        return q.rows[0]!;
+                  (EXISTS (SELECT 1 FROM rollup_delta_sessions) OR EXISTS (SELECT 1 FROM rollup_delta_events))::int AS deltas,
+                  CASE WHEN $3 THEN (SELECT count(*)::int FROM events WHERE project_id = $2 AND name NOT IN ('session_start', 'session_end')) END AS stored,
+                  CASE WHEN $4 THEN (SELECT count(*)::int FROM sessions WHERE project_id = $2 AND NOT ended) END AS open`,
+          [new Date(closeAt).toISOString(), projectId, countStored, O.sessionTimeoutMin !== null]);
+        const row = q.rows[0]!;
+        if (row.stored !== null) storedSeen = row.stored;
+        return { inv: row.inv, deltas: row.deltas, stored: storedSeen, open: row.open ?? 0 };
       };
       const own = new OwnBackends(env.db, env.dbName);
       await sleep(3000);
@@ -406,11 +431,12 @@ async function run(): Promise<Result> {
       const visits = traffic(O.events, from, to, O.seed);
       const sent = visits.reduce((x, v) => x + v.events.length, 0);
       await own.start();
-      const t0: Sample = { t: performance.now(), cpu: serverCpuS(postmaster), own: 0 };
+      const t0 = sampleNow(postmaster, 0);
       log(`sending ${sent} events in ${visits.length} visits (times ${new Date(from).toISOString()} .. ${new Date(to).toISOString()})`);
       const { statuses, latencies } = await send(app.port, creds, visits, O.connections);
       const sendS = (performance.now() - t0.t) / 1000;
       const accepted = statuses['202'] ?? 0;
+      target.stored = accepted;
       const trackMs = { p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
       log(`  sent in ${sendS.toFixed(1)} s (${Math.round(sent / sendS)}/s; /track p50 ${trackMs.p50.toFixed(1)} ms, p99 ${trackMs.p99.toFixed(1)} ms): ${JSON.stringify(statuses)}`);
       const stored = { at: NaN };
@@ -458,7 +484,7 @@ async function run(): Promise<Result> {
         const bareIdle = await measureIdle(postmaster, own, barePoll);
         log(`  idle rate: PostgreSQL ${(bareIdle.rate * 100).toFixed(1)}% of a core`);
         await own.start();
-        const b0: Sample = { t: performance.now(), cpu: serverCpuS(postmaster), own: 0 };
+        const b0 = sampleNow(postmaster, 0);
         let statements = 0;
         // One array a column (text, cast to the column's type in the statement): a 500-row
         // VALUES list with one parameter per field (~18,000 parameters a statement) cost the
@@ -527,6 +553,9 @@ async function rollupCensus(db: TestEnv['db'], projectId: string, events: number
 /** The section of bench/RESULTS.md a run writes: backfilled hours or a live hour, with hll or without it. */
 const sectionTitle = (r: Result) => `${r.options.live ? 'Rollup cost: live hour' : 'Rollup cost'}${r.hll ? '' : ', without hll'}`;
 
+/** The rate this machine's cores could sustain with every event's work done, rollups included: cores / CPU per event. */
+export const sustainedRate = (r: Result): number => Math.round((Number(r.machine.nproc) * 1e6) / Math.max(1, r.tidemark.machineUsPerEvent));
+
 function markdown(r: Result, command: string): string {
   const title = sectionTitle(r);
   const T = r.tidemark;
@@ -540,6 +569,7 @@ function markdown(r: Result, command: string): string {
   L.push(`| bare insert (PK only, ${r.options.batch} a statement as one array a column, ${B.statements} statements in ${B.insertS.toFixed(2)} s) | ${B.rows} | ${B.windowS.toFixed(1)}${B.timedOut ? ' (timed out)' : ''} | ${B.cpuS.toFixed(2)} | ${B.idleS.toFixed(2)} | ${B.netS.toFixed(2)} | **${B.usPerEvent.toFixed(1)}** | ${B.ownUsPerEvent.toFixed(1)} |`);
   L.push('');
   L.push(`Ratio Tidemark / bare insert: **${r.ratio.toFixed(1)}x** (own backends: ${r.ownRatio.toFixed(1)}x).`, '');
+  L.push(`The whole machine over the same span (every CPU's busy time from /proc/stat, less this benchmark's own process, the load generator; its idle rate subtracted): **${T.machineUsPerEvent.toFixed(0)} µs an event** all in (server, PostgreSQL, NATS, Redis, kernel), so ${r.machine.nproc} cores sustain at most **${sustainedRate(r).toLocaleString('en-US')} events/s** of this traffic with its rollups kept.`, '');
   const C = r.census;
   const rollupRows = C.tables.reduce((s, t) => s + t.rows, 0);
   L.push(`Where it goes: the kept rollup tables hold ${rollupRows.toLocaleString('en-US')} rows for these events (${(rollupRows / r.sent).toFixed(1)} an event; busiest: ${C.tables.slice(0, 6).map((t) => `${t.relation} ${t.rows.toLocaleString('en-US')}`).join(', ')}). The SQL functions' own time (pg_stat_user_functions): ${C.functions.slice(0, 8).map((f) => `${f.name} ${(f.selfMs / 1000).toFixed(2)} s (${f.calls} calls)`).join(', ')}; all of them ${(C.functions.reduce((s, f) => s + f.selfMs, 0) / 1000).toFixed(2)} s.`, '');
