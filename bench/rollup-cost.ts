@@ -49,7 +49,7 @@
 //                                [--connections 16] [--idle-s 20] [--quiet-s 5] [--explain] [--record]
 // --explain: auto_explain (ANALYZE, nested statements) in the benchmark database for every
 // statement over 50 ms: their plans go to the PostgreSQL server's log.
-// The report ends with where the time went: the rows of each kept rollup table and the SQL
+// The section ends with where the time went: the rows of each kept rollup table and the SQL
 // functions' own time (track_functions = pl, set on the benchmark database).
 // Prints the markdown section and a JSON line (BENCH_RESULT ...); writes the "Rollup cost"
 // section ("Rollup cost: live hour", each with ", without hll" when the database has no hll)

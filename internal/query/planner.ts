@@ -7,37 +7,12 @@
 // SQL builders, which all read the local-day tables for the complete days inside one bucket and
 // the hourly tables or raw rows for the other hours, so every entry needs the same whole hours.
 import { DIMENSION_PREFIX, SESSION_DIMENSIONS, type SessionDimension } from '../model/event';
+import { CUBE_DIMENSIONS, EVENT_ROLLUP_DIMENSIONS, WIDE_DIMENSIONS, type CubeDimension } from '../store/rollup-catalogue';
 
 // ---------------------------------------------------------------------------------------
-// The keys the sources are built over
-
-/**
- * The low-cardinality session dimensions kept together, per combination, in the session cube
- * (sql/012_rollup_session_cube.sql) and the event cube (sql/015_event_cube.sql), and in pairs
- * per local day (sql/016, sql/018, sql/015).
- */
-export const CUBE_DIMENSIONS = [
-  'referrer_name', 'referrer_type', 'utm_source', 'utm_medium', 'country', 'device', 'browser', 'os', 'brand',
-] as const satisfies readonly SessionDimension[];
-export type CubeDimension = (typeof CUBE_DIMENSIONS)[number];
-
-/**
- * The session dimensions the session cube leaves out (their values would multiply its
- * combinations); each is kept per local day paired with each cube dimension
- * (sql/019_session_dimension_pairs.sql), with its parent as the rows' a_prefix.
- */
-const WIDE_DIMENSIONS = [
-  'referrer', 'utm_campaign', 'utm_term', 'utm_content', 'region', 'city', 'browser_version', 'os_version', 'model',
-] as const satisfies readonly SessionDimension[];
-
-/** The event columns with an events_<column>_hourly rollup (same list as sql/009_event_rollups.sql). */
-export const EVENT_ROLLUP_DIMENSIONS = [
-  'referrer', 'referrer_name', 'referrer_type',
-  'utm_source', 'utm_medium', 'utm_campaign', 'utm_term', 'utm_content',
-  'country', 'region', 'city',
-  'device', 'browser', 'browser_version', 'os', 'os_version', 'brand', 'model',
-  'origin', 'path',
-] as const;
+// The keys the sources are built over: the dimension lists are declared once, with the tables
+// that keep them (store/rollup-catalogue.ts).
+export { CUBE_DIMENSIONS, EVENT_ROLLUP_DIMENSIONS, type CubeDimension };
 
 /** Keys of the event rollups (sql/013: property keys longer than this are not rolled up). */
 const MAX_ROLLED_KEY_BYTES = 200;

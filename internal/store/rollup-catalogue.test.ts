@@ -33,3 +33,12 @@ test('the 18 session dimensions and 20 event columns have their hourly tables', 
   assert.deepEqual([...measuresOf(catalogueEntry('rollup_pages_hourly')!)].sort(),
     ['bounces', 'duration_ms', 'entries', 'sessions', 'timed_views', 'title', 'title_at', 'title_id', 'views']);
 });
+
+test('every entry is keyed by project and bucket, and no column is both a key and a measure', () => {
+  for (const e of ROLLUP_CATALOGUE) {
+    assert.ok(e.keys.includes('project_id') && e.keys.includes('bucket'), e.relation);
+    const m = measuresOf(e);
+    assert.deepEqual(e.keys.filter((k) => m.has(k)), [], e.relation);
+    assert.equal(new Set(e.keys).size, e.keys.length, e.relation);
+  }
+});
