@@ -3,7 +3,16 @@
 -- day is always summed after the other's hour is committed (READ COMMITTED: each statement
 -- sees the latest commits). `views` (sql/023) is written where the tables have it.
 CREATE OR REPLACE FUNCTION tm_refresh_pages_bucket(p_project text, p_bucket timestamptz) RETURNS void
-LANGUAGE plpgsql AS $body$
+LANGUAGE plpgsql
+-- The hour's sessions joined to its views by hashing, whatever the statistics say: an hour's
+-- sessions are new, so the planner often has none for them (or a delta's shadow tables: none
+-- at all), estimated one session and nested the views' scan under each session, reading the
+-- hour's views once per session (a 10,000-event hour: 10 s of PostgreSQL at its close;
+-- test/pages-log-hour.test.ts). No JIT: with a join method disabled, the costs it adds would
+-- pass jit_above_cost where some other plan has to nest.
+SET enable_nestloop = off
+SET jit = off
+AS $body$
 DECLARE
   views constant boolean := EXISTS (SELECT 1 FROM pg_attribute a
     WHERE a.attrelid = to_regclass('rollup_pages_hourly') AND a.attname = 'views' AND a.attnum > 0 AND NOT a.attisdropped);
