@@ -58,6 +58,11 @@ async function columnsOf(c: PoolClient, relations: string[]): Promise<Map<string
 const BEFORE = 'tm_delta_before';
 const AFTER = 'tm_delta_after';
 const SHADOWED_SOURCES = ['sessions', 'events', 'rollup_invalidations'];
+/**
+ * Columns of sessions that no refresh function reads (test/rollup-catalogue-schema.test.ts
+ * checks their bodies): a change to them alone changes no rollup.
+ */
+export const UNREAD_SESSION_COLUMNS = ['ended', 'updated_at'];
 /** The shadow sources' columns analyzed before a delta's runs (see applyDeltas). */
 const ANALYZED: Record<string, string[]> = {
   sessions: ['project_id', 'id', 'started_at', 'is_bot'],
@@ -111,6 +116,18 @@ export async function applyDeltas(
   await c.query(`CREATE TEMP TABLE tm_d_events ON COMMIT DROP AS
     SELECT DISTINCT ON (created_at, event_id) project_id, event_id, created_at, session_id, op, old
     FROM tm_d_rows_e ORDER BY created_at, event_id, seq`);
+  // A session whose row changed only in columns no rollup reads (UNREAD_SESSION_COLUMNS: its
+  // idle end sets `ended`) and whose events changed only by its session_end rows being
+  // inserted contributes the same to every session rollup before and after: it is left out,
+  // and its session_end rows count as logged events of their own. An ended session was
+  // otherwise computed whole, twice, with every event of it and its day's pairs: the usual
+  // delta of a live hour, since a session ends 30 minutes after its last event.
+  await c.query(`DELETE FROM tm_d_sessions d USING public.sessions s
+    WHERE s.started_at = d.started_at AND s.id = d.session_id AND d.old IS NOT NULL
+      AND (to_jsonb(s) - $1::text[]) = (d.old - $1::text[])
+      AND NOT EXISTS (SELECT 1 FROM tm_d_events e LEFT JOIN public.events pe ON pe.created_at = e.created_at AND pe.id = e.event_id
+                      WHERE e.session_id = d.session_id AND (e.op <> 'i' OR pe.name IS DISTINCT FROM 'session_end'))`,
+    [UNREAD_SESSION_COLUMNS]);
   // Every hour awaiting a recompute in this snapshot (its recompute covers its deltas).
   await c.query(`CREATE TEMP TABLE tm_rebuild ON COMMIT DROP AS
     SELECT DISTINCT project_id, bucket FROM public.rollup_invalidations WHERE rebuild`);
