@@ -176,6 +176,9 @@ export async function applyDeltas(
   await c.query('DISCARD PLANS');
 
   const columns = await columnsOf(c, relations);
+  const keyed = new Set((await c.query<{ rel: string }>(
+    `SELECT cl.relname AS rel FROM pg_index i JOIN pg_class cl ON cl.oid = i.indrelid JOIN pg_namespace n ON n.oid = cl.relnamespace
+     WHERE n.nspname = 'public' AND cl.relname = ANY($1::text[]) AND i.indisprimary`, [relations])).rows.map((r) => r.rel));
   // A kept table never ANALYZEd (new, or autovacuum off) has no statistics: the planner would
   // take any of its indexes for as selective as another when a delta probes it. Once per table
   // (reltuples is -1 until the first ANALYZE or VACUUM; pg_class needs no superuser, unlike
@@ -187,7 +190,7 @@ export async function applyDeltas(
   if (unanalyzed.rows.length) await c.query(`ANALYZE ${unanalyzed.rows.map((r) => `public.${ident(r.rel)}`).join(', ')}`);
   for (const rel of relations) {
     const entry = catalogueEntry(rel);
-    if (entry) await mergeDelta(c, entry, columns.get(rel) ?? []);
+    if (entry) await mergeDelta(c, entry, columns.get(rel) ?? [], keyed.has(rel));
   }
   if (relations.includes('event_properties_raw_hours')) {
     // A numeric text too long for numeric: the key's hour is read raw, and keeps no rows.
@@ -259,7 +262,7 @@ async function promoteUnbuiltDays(c: PoolClient, hours: { project_id: string; bu
 }
 
 /** Adds (now - before) of one catalogued table into its real rows, where the bucket may take it. */
-async function mergeDelta(c: PoolClient, e: RollupEntry, columns: ColumnInfo[]): Promise<void> {
+async function mergeDelta(c: PoolClient, e: RollupEntry, columns: ColumnInfo[], keyed: boolean): Promise<void> {
   const measures = measuresOf(e);
   const keys = columns.filter((col) => !measures.has(col.name));
   const k = keys.map((col) => ident(col.name));
@@ -308,11 +311,25 @@ async function mergeDelta(c: PoolClient, e: RollupEntry, columns: ColumnInfo[]):
       WHERE ${eligible}
       GROUP BY ${k.join(', ')}`);
   await c.query('ANALYZE pg_temp.tm_d_merge');
-  // The stored rows of the delta's buckets are read once, by index (the buckets as constant
-  // arrays), and hashed against the delta rows on their whole key. Probing the (project,
-  // bucket) index once per delta row instead read the bucket's every row per delta row: the
-  // cube tables have no index on their whole key, and 1,400 session-end rows merged into
-  // three hours of event_cube_hourly took 500 ms (bench/rollup-cost.ts).
+  // Without one (the cubes and pair tables), the stored rows of the delta's buckets are read
+  // once, by index (the buckets as constant arrays), and hashed against the delta rows on
+  // their whole key. Probing the (project, bucket) index once per delta row instead read the
+  // bucket's every row per delta row: 1,400 session-end rows merged into three hours of
+  // event_cube_hourly took 500 ms (bench/rollup-cost.ts).
+  // A table with a primary key (its whole key: test/rollup-catalogue-schema.test.ts) takes the
+  // delta rows by index lookups, as before: a few late rows into a 400,000-event hour must not
+  // read the hour.
+  if (keyed) {
+    await c.query(`
+      WITH d AS NOT MATERIALIZED (SELECT * FROM pg_temp.tm_d_merge),
+      o AS (DELETE FROM public.${rel} t USING d WHERE ${match} RETURNING ${[...keys.map((col) => col.name), ...measureList].map((m) => `t.${ident(m)}`).join(', ')})
+      INSERT INTO public.${rel} (${cols})
+      SELECT ${combine} FROM (SELECT ${cols} FROM o UNION ALL SELECT ${cols} FROM d) x
+      GROUP BY ${k.join(', ')}
+      HAVING ${keep}`);
+    await c.query('DROP TABLE pg_temp.tm_d_merge');
+    return;
+  }
   const b = (await c.query<{ p: string[]; b: string[] }>(
     'SELECT array_agg(DISTINCT project_id) AS p, array_agg(DISTINCT bucket::text) AS b FROM pg_temp.tm_d_merge')).rows[0]!;
   if (b.p?.length) {
