@@ -311,6 +311,7 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
   if (!thread?.noServer) server = new HttpServer({
     router,
     port,
+    sharedPort: roles.api && cfg.API_THREADS > 1,
     maxInFlight: cfg.MAX_IN_FLIGHT,
     sockets: socketRoutes,
     onResponse: ({ route, method, status, seconds, requestId }) => {

@@ -23,6 +23,13 @@ interface ServerOptions {
   onError?: (err: unknown, req: { method: string; path: string; requestId: string }) => void;
   /** WebSocket routes (internal/http/websocket.ts); a plain GET on their path goes to the router. */
   sockets?: SocketRoute[];
+  /**
+   * Share the port with other listeners (API_THREADS > 1: each thread listens on it and the
+   * kernel spreads connections, SO_REUSEPORT). Otherwise the port is this server's alone: a
+   * second process on a port in use fails to listen instead of silently taking half of its
+   * connections (uWebSockets.js shares ports unless told not to).
+   */
+  sharedPort?: boolean;
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -87,12 +94,17 @@ export class HttpServer {
     app.any('/*', (res, req) => this.onRequest(res, req));
     this.app = app;
     return new Promise((resolve, reject) => {
-      app.listen(this.opts.host ?? '0.0.0.0', this.opts.port, (sock) => {
+      const done = (sock: UWS.us_listen_socket | false) => {
         if (!sock) return reject(new Error(`cannot listen on port ${this.opts.port}`));
         this.listenSocket = sock;
         this.port = this.uws.us_socket_local_port(sock);
         resolve(this.port);
-      });
+      };
+      const host = this.opts.host ?? '0.0.0.0';
+      if (this.opts.sharedPort) app.listen(host, this.opts.port, done);
+      // (host, port, options, callback) is in the native module, not in its typings; options 1
+      // is LIBUS_LISTEN_EXCLUSIVE_PORT (no SO_REUSEPORT).
+      else (app as unknown as { listen(h: string, p: number, o: number, cb: typeof done): void }).listen(host, this.opts.port, EXCLUSIVE_PORT, done);
     });
   }
 
@@ -169,6 +181,9 @@ export class HttpServer {
 }
 
 const EMPTY_BODY = Buffer.alloc(0);
+
+/** uWebSockets.js's LIBUS_LISTEN_EXCLUSIVE_PORT listen option. */
+const EXCLUSIVE_PORT = 1;
 
 /** Upper-case method names without a new string per request (uWS gives them lower case). */
 const METHODS = new Map(['get', 'post', 'put', 'patch', 'delete', 'head', 'options', 'connect', 'trace'].map((m) => [m, m.toUpperCase()]));

@@ -122,3 +122,22 @@ test('a message over maxMessageBytes closes with 1009 and a close frame, up to m
     http.close();
   }
 });
+
+test("a port in use is this server's alone: a second server on it fails to listen, unless both share it (API threads)", async () => {
+  const router = new Router().add({ method: 'GET', pattern: '/x', family: 'read', handler: async () => ({ status: 200, body: {} }) });
+  const first = new HttpServer({ router, port: 0, host: '127.0.0.1' });
+  const port = await first.listen();
+  try {
+    await assert.rejects(new HttpServer({ router, port, host: '127.0.0.1' }).listen(), /cannot listen on port/);
+    await assert.rejects(new HttpServer({ router, port, host: '127.0.0.1', sharedPort: true }).listen(), /cannot listen on port/);
+  } finally {
+    await first.drain(1000);
+  }
+  // Threads that share a fixed port (API_THREADS needs one) all ask to share it.
+  const servers = [new HttpServer({ router, port, host: '127.0.0.1', sharedPort: true }), new HttpServer({ router, port, host: '127.0.0.1', sharedPort: true })];
+  try {
+    for (const s of servers) assert.equal(await s.listen(), port);
+  } finally {
+    await Promise.all(servers.map((s) => s.drain(1000)));
+  }
+});

@@ -232,6 +232,22 @@ export async function spawnApp(
   script: 'all' | 'api' | 'worker',
   extra: Record<string, string> = {},
 ): Promise<{ child: ChildProcess; url: string; port: number; logs: () => string }> {
+  // A random port is taken by another test's server now and then: the app then fails to
+  // listen (its port is its own, not shared) and starts again on another.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnAppOnce(env, script, extra);
+    } catch (err) {
+      if (attempt >= 5 || !/cannot listen/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+async function spawnAppOnce(
+  env: TestEnv,
+  script: 'all' | 'api' | 'worker',
+  extra: Record<string, string>,
+): Promise<{ child: ChildProcess; url: string; port: number; logs: () => string }> {
   // Below the kernel's ephemeral range (32768+), so an outgoing connection never holds it.
   const port = 12000 + Math.floor(Math.random() * 18000);
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, `cmd/${script}/main.ts`)], {
