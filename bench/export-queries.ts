@@ -33,7 +33,7 @@ import { createClient } from '../internal/store/accounts';
 import { createPool } from '../internal/store/db';
 import { refreshRollups } from '../internal/store/rollups';
 import { MAIN_PROJECT } from './generate';
-import { cleanupNamespace, fmt, logLiveTail, machine, NATS_URL, percentile, queryBenchArgs, request, REDIS_URL, type Creds } from './query-support';
+import { cleanupNamespace, fmt, logLiveTail, machine, NATS_URL, percentile, timeRoute, queryBenchArgs, request, REDIS_URL, type Creds } from './query-support';
 import { writeSection as writeResultsSection } from './run';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -272,20 +272,10 @@ async function runOne(url: string): Promise<DbRun> {
 
     for (const ep of ENDPOINTS) {
       const u = `${base}/${typeof ep.path === 'string' ? ep.path : ep.path(cursors)}`;
-      const w0 = performance.now();
-      for (let i = 0; i < WARMUP && performance.now() - w0 < BUDGET_MS / 4; i++) await request(u, next());
-      const times: number[] = [];
-      let errors = 0;
-      const t0 = performance.now();
-      while (times.length + errors < N && (times.length + errors < MIN_N || performance.now() - t0 < BUDGET_MS)) {
-        const r = await request(u, next());
-        if (r.ok) times.push(r.ms);
-        else errors++;
-      }
-      times.sort((a, b) => a - b);
-      const s: Sample = { p50: percentile(times, 50), p95: percentile(times, 95), n: times.length, errors };
+      const t = await timeRoute(u, next, { n: N, minN: MIN_N, budgetMs: BUDGET_MS, warmup: WARMUP });
+      const s: Sample = { p50: t.p50, p95: t.p95, n: t.n, errors: t.errors };
       results.set(ep.name, s);
-      console.log(`[${label}] ${ep.name.padEnd(44)} p50 ${fmt(s.p50).padStart(8)}  p95 ${fmt(s.p95).padStart(8)}  n=${s.n}${errors ? ` errors=${errors}` : ''}`);
+      console.log(`[${label}] ${ep.name.padEnd(44)} p50 ${fmt(s.p50).padStart(8)}  p95 ${fmt(s.p95).padStart(8)}  n=${s.n}${s.errors ? ` errors=${s.errors}` : ''}`);
     }
   } finally {
     await app?.drain().catch(() => {});

@@ -30,7 +30,7 @@ import { generateSecret, hashSecret } from '../internal/auth/secrets';
 import { loadConfig } from '../internal/config/config';
 import { createClient } from '../internal/store/accounts';
 import { MAIN_PROJECT } from './generate';
-import { cleanupNamespace, fmt, machine, NATS_URL, percentile, request, REDIS_URL, type Creds } from './query-support';
+import { cleanupNamespace, fmt, machine, NATS_URL, timeRoute, request, REDIS_URL, type Creds } from './query-support';
 import { writeSection } from './run';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -147,21 +147,10 @@ async function main(): Promise<void> {
         results.set(r, { p50: NaN, p95: NaN, p99: NaN, n: 0, errors: 1, error: String(first.body).slice(0, 200) });
         continue;
       }
-      const w0 = performance.now();
-      for (let i = 1; i < WARMUP && performance.now() - w0 < BUDGET_MS / 4; i++) await request(url, next());
-      const times: number[] = [];
-      let errors = 0;
-      const t0 = performance.now();
-      while (times.length + errors < N && (times.length + errors < MIN_N || performance.now() - t0 < BUDGET_MS)) {
-        const res = await request(url, next());
-        if (res.ok) times.push(res.ms);
-        else errors++;
-      }
-      times.sort((a, b) => a - b);
-      const s: Sample = { p50: percentile(times, 50), p95: percentile(times, 95), p99: percentile(times, 99), n: times.length, errors };
+      const s: Sample = await timeRoute(url, next, { n: N, minN: MIN_N, budgetMs: BUDGET_MS, warmup: WARMUP, warmed: 1 });
       results.set(r, s);
       const size = JSON.stringify(first.body).length;
-      console.log(`${label(r).padEnd(62)} p50 ${fmt(s.p50).padStart(8)}  p95 ${fmt(s.p95).padStart(8)}  p99 ${fmt(s.p99).padStart(8)}  n=${s.n}${errors ? ` errors=${errors}` : ''}  (${size} B)`);
+      console.log(`${label(r).padEnd(62)} p50 ${fmt(s.p50).padStart(8)}  p95 ${fmt(s.p95).padStart(8)}  p99 ${fmt(s.p99).padStart(8)}  n=${s.n}${s.errors ? ` errors=${s.errors}` : ''}  (${size} B)`);
     }
   } finally {
     await app?.drain().catch(() => {});

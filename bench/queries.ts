@@ -28,7 +28,7 @@ import { generateSecret, hashSecret } from '../internal/auth/secrets';
 import { loadConfig } from '../internal/config/config';
 import { createClient } from '../internal/store/accounts';
 import { MAIN_PROJECT } from './generate';
-import { cleanupNamespace, fmt, logLiveTail, machine, NATS_URL, percentile, queryBenchArgs, request, REDIS_URL, type Creds } from './query-support';
+import { cleanupNamespace, fmt, logLiveTail, machine, NATS_URL, timeRoute, queryBenchArgs, request, REDIS_URL, type Creds } from './query-support';
 import { writeSection as writeResultsSection } from './run';
 
 const BROWSER_UA = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36';
@@ -175,22 +175,10 @@ async function runOne(url: string): Promise<DbRun> {
         console.log(`[${label}] ${ep.name.padEnd(34)} p50 ${fmt(s.p50).padStart(8)}  p95 ${fmt(s.p95).padStart(8)}  p99 ${fmt(s.p99).padStart(8)}  n=${s.n}${s.errors ? ` errors=${s.errors}` : ''}`);
         continue;
       }
-      const w0 = performance.now();
       const warmMs = ep.path === 'live' ? LIVE_WARMUP_MS : 0;
-      for (let i = 0; (i < WARMUP || performance.now() - w0 < warmMs) && performance.now() - w0 < BUDGET_MS / 4; i++) await request(url, next());
-      const times: number[] = [];
-      let errors = 0;
-      const t0 = performance.now();
-      const n = ep.n ?? N;
-      while (times.length + errors < n && (times.length + errors < MIN_N || performance.now() - t0 < BUDGET_MS)) {
-        const r = await request(url, next());
-        if (r.ok) times.push(r.ms);
-        else errors++;
-      }
-      times.sort((a, b) => a - b);
-      const s: Sample = { p50: percentile(times, 50), p95: percentile(times, 95), p99: percentile(times, 99), n: times.length, errors };
+      const s: Sample = await timeRoute(url, next, { n: ep.n ?? N, minN: MIN_N, budgetMs: BUDGET_MS, warmup: WARMUP, warmMs });
       results.set(ep.name, s);
-      console.log(`[${label}] ${ep.name.padEnd(34)} p50 ${fmt(s.p50).padStart(8)}  p95 ${fmt(s.p95).padStart(8)}  p99 ${fmt(s.p99).padStart(8)}  n=${s.n}${errors ? ` errors=${errors}` : ''}`);
+      console.log(`[${label}] ${ep.name.padEnd(34)} p50 ${fmt(s.p50).padStart(8)}  p95 ${fmt(s.p95).padStart(8)}  p99 ${fmt(s.p99).padStart(8)}  n=${s.n}${s.errors ? ` errors=${s.errors}` : ''}`);
     }
   } finally {
     await app?.drain().catch(() => {});

@@ -1,5 +1,6 @@
-// Shared by the query benchmarks bench/queries.ts (insights) and bench/export-queries.ts:
-// their command line, timed authenticated GETs, percentiles, the machine and PostgreSQL
+// Shared by the query benchmarks bench/queries.ts (insights), bench/export-queries.ts and
+// bench/product-queries.ts:
+// their command line, timed authenticated GETs and the timed loop of a route, percentiles, the machine and PostgreSQL
 // description, and the clean-up of a run's NATS stream and Redis keys.
 import { execSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -67,6 +68,32 @@ export async function request(url: string, c: Creds): Promise<{ ok: boolean; ms:
   const text = await res.text();
   const ms = performance.now() - t;
   return { ok: res.status === 200, ms, body: res.status === 200 ? JSON.parse(text) : text };
+}
+
+/**
+ * One route's timed loop, shared by the query benchmarks: warm-up requests (`warmup`, those
+ * already sent counted in `warmed`, and at least `warmMs` of them), then up to `n` timed
+ * requests, fewer (at least `minN`) once `budgetMs` has passed; the warm-up takes at most a
+ * quarter of the budget. Requests rotate over the clients `next` hands out.
+ */
+export async function timeRoute(
+  url: string, next: () => Creds,
+  o: { n: number; minN: number; budgetMs: number; warmup: number; warmed?: number; warmMs?: number },
+): Promise<{ p50: number; p95: number; p99: number; n: number; errors: number }> {
+  const w0 = performance.now();
+  for (let i = o.warmed ?? 0; (i < o.warmup || performance.now() - w0 < (o.warmMs ?? 0)) && performance.now() - w0 < o.budgetMs / 4; i++) {
+    await request(url, next());
+  }
+  const times: number[] = [];
+  let errors = 0;
+  const t0 = performance.now();
+  while (times.length + errors < o.n && (times.length + errors < o.minN || performance.now() - t0 < o.budgetMs)) {
+    const r = await request(url, next());
+    if (r.ok) times.push(r.ms);
+    else errors++;
+  }
+  times.sort((a, b) => a - b);
+  return { p50: percentile(times, 50), p95: percentile(times, 95), p99: percentile(times, 99), n: times.length, errors };
 }
 
 /** Deletes a run's JetStream stream and Redis keys. */
