@@ -129,9 +129,19 @@ export async function applyDeltas(
                                LEFT JOIN public.events pe ON pe.created_at = e.created_at AND pe.id = e.event_id
                                WHERE e.session_id IS NOT NULL AND (e.op <> 'i' OR pe.name IS DISTINCT FROM 'session_end'))`,
     [UNREAD_SESSION_COLUMNS]);
-  // Every hour awaiting a recompute in this snapshot (its recompute covers its deltas).
+  // Every hour awaiting a recompute in this snapshot, and every hour this transaction
+  // recomputes (a delta hour promoted to one: rollups.ts): its recompute covers its deltas.
   await c.query(`CREATE TEMP TABLE tm_rebuild ON COMMIT DROP AS
-    SELECT DISTINCT project_id, bucket FROM public.rollup_invalidations WHERE rebuild`);
+    SELECT project_id, bucket FROM public.rollup_invalidations WHERE rebuild
+    UNION SELECT project_id, bucket FROM tm_pick WHERE recompute`);
+  // Nothing of theirs is computed: the sessions that start in such an hour (every session
+  // rollup row of theirs is in it), then the logged events in one that belong to no session
+  // still computed here (an event of a computed session stays: its session is read whole).
+  await c.query(`DELETE FROM tm_d_sessions d USING tm_rebuild r
+    WHERE r.project_id = d.project_id AND r.bucket = date_trunc('hour', d.started_at, 'UTC')`);
+  await c.query(`DELETE FROM tm_d_events d USING tm_rebuild r
+    WHERE r.project_id = d.project_id AND r.bucket = date_trunc('hour', d.created_at, 'UTC')
+      AND (d.session_id IS NULL OR d.session_id NOT IN (SELECT session_id FROM tm_d_sessions))`);
   // Row counts for the planner: the joins below must take the events by index, whatever the hour's size.
   await c.query('ANALYZE tm_d_sessions, tm_d_events, tm_rebuild');
   // After: every event of a logged session and every logged event, as they are now.

@@ -28,6 +28,8 @@ interface RefreshResult {
   hours: number;
   /** Transactions it committed (each at most `transactionHours` of the pairs). */
   transactions: number;
+  /** Delta hours it recomputed instead, their change being at least the hour (promoteLargeDeltas). */
+  promoted: number;
 }
 
 interface RollupKinds {
@@ -76,6 +78,12 @@ interface RefreshOptions {
   roundHours?: number;
   /** ROLLUP_REFRESH_TRANSACTION_HOURS: pairs one transaction takes at most (default DEFAULT_TRANSACTION_HOURS). */
   transactionHours?: number;
+  /**
+   * A delta hour whose change is at least what its rollups hold is recomputed instead
+   * (promoteLargeDeltas); default true. false: every delta hour takes its delta (the delta
+   * tests, whose hours are small).
+   */
+  recomputeLargeDeltas?: boolean;
 }
 
 /** One refresh at a time: its snapshot must follow the previous one's commit. */
@@ -156,7 +164,7 @@ async function refreshRound(db: Pool, c: PoolClient, timescale: boolean, opts: R
   const roundHours = Math.max(1, opts.roundHours ?? DEFAULT_ROUND_HOURS);
   const perTransaction = Math.max(1, opts.transactionHours ?? DEFAULT_TRANSACTION_HOURS);
   const limit = opts.limit ?? Number.POSITIVE_INFINITY;
-  const result: RefreshResult = { buckets: 0, hours: 0, transactions: 0 };
+  const result: RefreshResult = { buckets: 0, hours: 0, transactions: 0, promoted: 0 };
   // Picked anew for each transaction: an hour another project logs meanwhile goes in the next
   // one, not in the next round.
   while (result.hours < roundHours && result.buckets < limit) {
@@ -164,7 +172,9 @@ async function refreshRound(db: Pool, c: PoolClient, timescale: boolean, opts: R
       before, quietMs, maxDelayMs, hours: Math.min(perTransaction, roundHours - result.hours), limit: limit - result.buckets,
     });
     if (!picks.length) break;
-    result.buckets += await refreshTransaction(c, timescale, kinds, schema, picks);
+    const promoteFrom = picks.filter((p) => p.recompute).length;
+    result.buckets += await refreshTransaction(c, timescale, kinds, schema, picks, opts.recomputeLargeDeltas ?? true);
+    result.promoted += picks.filter((p) => p.recompute).length - promoteFrom;
     result.hours += picks.length;
     result.transactions++;
   }
@@ -257,11 +267,39 @@ async function pickHours(
 }
 
 /**
+ * Delta hours whose logged change is at least what their rollups already hold (a backfill into
+ * an hour that was empty, a burst of late writes larger than the hour) are recomputed instead,
+ * in this transaction, like a rebuild hour (tm_pick.recompute; their entries stay rebuild =
+ * false): a delta costs about twice its change (its rows' contribution computed before and
+ * after, then merged into each table), a recompute the hour (what was there and the change).
+ * Either way the cost is a small multiple of the change; a few late writes into a large hour
+ * stay deltas. The sizes compared: the hour's logged sessions and events (the delta log)
+ * against the sessions and events its rollups count (rollup_sessions_hourly, events_hourly).
+ */
+async function promoteLargeDeltas(c: PoolClient, picks: Pick[]): Promise<void> {
+  if (!picks.some((p) => !p.recompute)) return;
+  const { rows } = await c.query<{ project_id: string; bucket: Date }>(
+    `UPDATE tm_pick k SET recompute = true
+     WHERE NOT k.recompute AND k.bucket < date_trunc('hour', now(), 'UTC')
+       AND (SELECT count(DISTINCT s.session_id) FROM public.rollup_delta_sessions s
+            WHERE s.project_id = k.project_id AND s.started_at >= k.bucket AND s.started_at < k.bucket + interval '1 hour')
+         + (SELECT count(*) FROM public.rollup_delta_events e
+            WHERE e.project_id = k.project_id AND e.created_at >= k.bucket AND e.created_at < k.bucket + interval '1 hour')
+         >= coalesce((SELECT sum(r.sessions) FROM public.rollup_sessions_hourly r WHERE r.project_id = k.project_id AND r.bucket = k.bucket), 0)
+          + coalesce((SELECT sum(h.count) FROM public.events_hourly h WHERE h.project_id = k.project_id AND h.bucket = k.bucket), 0)
+     RETURNING k.project_id, k.bucket`);
+  const promoted = new Set(rows.map((r) => hourKey(r.project_id, r.bucket)));
+  for (const p of picks) if (promoted.has(hourKey(p.project_id, p.bucket))) p.recompute = true;
+}
+
+/**
  * One transaction of a round: the picked hours' deltas (with every delta row of the
  * sessions they reach: a session's delta is computed whole) and recomputes. Returns the
  * number of log entries it dealt with.
  */
-async function refreshTransaction(c: PoolClient, timescale: boolean, kinds: RollupKinds, schema: Schema, picks: Pick[]): Promise<number> {
+async function refreshTransaction(
+  c: PoolClient, timescale: boolean, kinds: RollupKinds, schema: Schema, picks: Pick[], promote: boolean,
+): Promise<number> {
   const keys = [picks.map((p) => p.project_id), picks.map((p) => p.bucket.toISOString())];
   // Continuous aggregates refresh outside a transaction block, over whole hour ranges (every
   // project of an hour): the picked hours. An entry changed after this read, or of an hour
@@ -281,7 +319,9 @@ async function refreshTransaction(c: PoolClient, timescale: boolean, kinds: Roll
     await c.query('CREATE TEMP TABLE tm_pick (project_id text, bucket timestamptz, recompute boolean) ON COMMIT DROP');
     await c.query('INSERT INTO tm_pick SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bool[])', [...keys, picks.map((p) => p.recompute)]);
     const fnRelations = await refreshFunctions(c);
-    // (a recompute pick is a rebuild hour in this snapshot too: only the refresh removes entries, one at a time)
+    if (schema.deltas && promote) await promoteLargeDeltas(c, picks);
+    // (a recompute pick is a rebuild hour in this snapshot too: only the refresh removes
+    // entries, one at a time; or a delta hour promoted to a recompute just now)
     const due = picks.filter((p) => p.recompute);
     const picked = schema.deltas ? await pickDeltaRows(c) : 0;
     const sketchHours = picked > 0 ? await applyDeltas(c, fnRelations) : [];
@@ -292,7 +332,8 @@ async function refreshTransaction(c: PoolClient, timescale: boolean, kinds: Roll
         UNION SELECT project_id, date_trunc('hour', started_at, 'UTC') FROM tm_d_rows_s
         UNION SELECT project_id, date_trunc('hour', created_at, 'UTC') FROM tm_d_rows_e
       ) h
-      WHERE EXISTS (SELECT 1 FROM public.rollup_invalidations i WHERE i.project_id = h.project_id AND i.bucket = h.bucket)
+      WHERE NOT EXISTS (SELECT 1 FROM tm_pick k WHERE k.recompute AND k.project_id = h.project_id AND k.bucket = h.bucket)
+        AND EXISTS (SELECT 1 FROM public.rollup_invalidations i WHERE i.project_id = h.project_id AND i.bucket = h.bucket)
         AND NOT EXISTS (SELECT 1 FROM public.rollup_invalidations i WHERE i.project_id = h.project_id AND i.bucket = h.bucket AND i.rebuild)
         AND NOT EXISTS (SELECT 1 FROM public.rollup_delta_sessions s WHERE s.project_id = h.project_id
                         AND s.started_at >= h.bucket AND s.started_at < h.bucket + interval '1 hour')

@@ -184,20 +184,52 @@ const HOUR_MS = 3_600_000;
  * that ended before this batch (`cutoff`, the start of the current UTC hour). A session
  * started before it is "late": its old row and every event write of it are logged, since
  * its pages rows (by the session's start hour) depend on all its views. Writes of the current
- * hour are not: that hour is recomputed once when it is over (rebuild).
+ * hour are not: that hour is recomputed once when it is over (rebuild). Nor are writes into a
+ * past hour that its rollups do not cover yet (`unbuilt`: a backfill into an hour that held
+ * nothing): it is logged for a recompute instead, which
+ * costs what the hour holds, while a delta costs about twice its change (computed before and
+ * after, then merged) plus its log. A session starting in such an hour is not late; an event
+ * in one is logged only for a late session of another hour.
  */
 interface DeltaScope {
   cutoff: number;
   lateSessions: Set<string>;
+  /** Past (project, hour) keys (hourKey) to recompute rather than take deltas. */
+  unbuilt: Set<string>;
 }
 
-function deltaScope(sessions: SessionState[], now = Date.now()): DeltaScope {
-  const cutoff = Math.floor(now / HOUR_MS) * HOUR_MS;
-  return { cutoff, lateSessions: new Set(sessions.filter((s) => s.startedAt < cutoff).map((s) => s.id)) };
+const hourOf = (ms: number): number => Math.floor(ms / HOUR_MS) * HOUR_MS;
+const hourKey = (projectId: string, ms: number): string => `${projectId}\u0000${hourOf(ms)}`;
+
+async function deltaScope(c: PoolClient, sessions: SessionState[], events: EventRecord[], now = Date.now()): Promise<DeltaScope> {
+  const cutoff = hourOf(now);
+  const past = new Map<string, [string, number]>();
+  for (const s of sessions) if (s.startedAt < cutoff) past.set(hourKey(s.projectId, s.startedAt), [s.projectId, hourOf(s.startedAt)]);
+  for (const e of events) {
+    const at = e.createdAt.getTime();
+    if (at < cutoff) past.set(hourKey(e.projectId, at), [e.projectId, hourOf(at)]);
+  }
+  const unbuilt = new Set<string>();
+  if (past.size) {
+    // Neither rollup of the hour's sessions nor of its events has a row (a recompute or a
+    // delta would have written one: an hour with any session or event has an events_hourly
+    // row, bots' events included). The recompute this batch logs reads its rows; a concurrent
+    // refresh that misses them leaves the entry (its version moves with this commit). (An
+    // hour already awaiting a recompute with rows still takes its deltas' log: a write into it
+    // must not postpone its recompute, docs/rollups.md.)
+    const r = await c.query<{ p: string; b: Date }>(
+      `SELECT u.p, u.b FROM unnest($1::text[], $2::timestamptz[]) AS u(p, b)
+       WHERE NOT EXISTS (SELECT 1 FROM rollup_sessions_hourly r WHERE r.project_id = u.p AND r.bucket = u.b)
+         AND NOT EXISTS (SELECT 1 FROM events_hourly h WHERE h.project_id = u.p AND h.bucket = u.b)`,
+      [[...past.values()].map((x) => x[0]), [...past.values()].map((x) => new Date(x[1]).toISOString())]);
+    for (const x of r.rows) unbuilt.add(hourKey(x.p, x.b.getTime()));
+  }
+  const lateSessions = new Set(sessions.filter((s) => s.startedAt < cutoff && !unbuilt.has(hourKey(s.projectId, s.startedAt))).map((s) => s.id));
+  return { cutoff, lateSessions, unbuilt };
 }
 
-const lateEvent = (scope: DeltaScope, createdAtMs: number, sessionId: string | null): boolean =>
-  createdAtMs < scope.cutoff || (sessionId !== null && scope.lateSessions.has(sessionId));
+const lateEvent = (scope: DeltaScope, projectId: string, createdAtMs: number, sessionId: string | null): boolean =>
+  (createdAtMs < scope.cutoff && !scope.unbuilt.has(hourKey(projectId, createdAtMs))) || (sessionId !== null && scope.lateSessions.has(sessionId));
 
 /** The old rows of the late sessions this batch upserts (NULL: new), before the upsert. */
 async function logSessionDeltas(c: PoolClient, scope: DeltaScope, sessions: SessionState[]): Promise<void> {
@@ -216,7 +248,7 @@ async function logSessionDeltas(c: PoolClient, scope: DeltaScope, sessions: Sess
 
 /** Events inserted by this batch that are late (their hour or their session's). */
 async function logInsertedEvents(c: PoolClient, scope: DeltaScope, events: EventRecord[], inserted: Set<string>): Promise<void> {
-  const late = events.filter((e) => inserted.has(eventKey(e.id, e.createdAt.getTime())) && lateEvent(scope, e.createdAt.getTime(), e.sessionId));
+  const late = events.filter((e) => inserted.has(eventKey(e.id, e.createdAt.getTime())) && lateEvent(scope, e.projectId, e.createdAt.getTime(), e.sessionId));
   if (!late.length) return;
   await c.query(
     `INSERT INTO rollup_delta_events (project_id, event_id, created_at, session_id, op)
@@ -230,13 +262,18 @@ async function logUpdatedEvents(c: PoolClient, scope: DeltaScope, d: ShardBatch[
   // Only a batch with a late session or a view of a past hour can have one: no statement
   // otherwise (nor without any view: its join would still lock every partition of events).
   if (!d.length || (!scope.lateSessions.size && !d.some((x) => x.createdAt < scope.cutoff))) return;
+  const unbuilt = [...scope.unbuilt].map((k) => k.split('\u0000'));
   await c.query(
     `INSERT INTO rollup_delta_events (project_id, event_id, created_at, session_id, op, old)
      SELECT e.project_id, e.id, e.created_at, e.session_id, 'u', to_jsonb(e)
      FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, at)
      JOIN events e ON e.created_at = u.at AND e.id = u.id
-     WHERE e.created_at < $3::timestamptz OR e.session_id = ANY($4::uuid[])`,
-    [d.map((x) => x.eventId), d.map((x) => new Date(x.createdAt).toISOString()), new Date(scope.cutoff).toISOString(), [...scope.lateSessions]],
+     WHERE (e.created_at < $3::timestamptz
+            AND NOT EXISTS (SELECT 1 FROM unnest($5::text[], $6::timestamptz[]) AS x(p, b)
+                            WHERE x.p = e.project_id AND x.b = date_trunc('hour', e.created_at, 'UTC')))
+        OR e.session_id = ANY($4::uuid[])`,
+    [d.map((x) => x.eventId), d.map((x) => new Date(x.createdAt).toISOString()), new Date(scope.cutoff).toISOString(), [...scope.lateSessions],
+      unbuilt.map((x) => x[0]!), unbuilt.map((x) => new Date(Number(x[1])).toISOString())],
   );
 }
 
@@ -270,11 +307,17 @@ function invalidateRollups(
   q.cte('invalidations', `INSERT INTO rollup_invalidations (project_id, bucket, shard, rebuild)
      SELECT p, b, ${q.p(shard)}::int, r
      FROM unnest(${q.p(rows.map((r) => r[0]))}::text[], ${q.p(rows.map((r) => new Date(r[1]).toISOString()))}::timestamptz[],
-                 ${q.p(rows.map((r) => r[1] >= scope.cutoff))}::bool[]) WITH ORDINALITY AS u(p, b, r, i) ORDER BY i
+                 ${q.p(rows.map((r) => r[1] >= scope.cutoff || scope.unbuilt.has(hourKey(r[0], r[1]))))}::bool[]) WITH ORDINALITY AS u(p, b, r, i) ORDER BY i
      ON CONFLICT (project_id, bucket, shard) DO UPDATE
        SET version = nextval('rollup_version_seq'), rebuild = rollup_invalidations.rebuild OR EXCLUDED.rebuild,
-           -- a delta into an hour awaiting its recompute does not hold the recompute back
-           last_at = CASE WHEN EXCLUDED.rebuild OR NOT rollup_invalidations.rebuild THEN now() ELSE rollup_invalidations.last_at END`);
+           -- last_at (ROLLUP_REFRESH_QUIET_MS) moves with writes into the current hour, into a
+           -- delta hour, and into a past hour its rollups do not cover whose recompute was
+           -- logged after the hour (a backfill: one recompute once it is quiet); a write into
+           -- an hour that was logged while current and awaits its recompute does not hold it back
+           last_at = CASE WHEN (EXCLUDED.rebuild AND EXCLUDED.bucket >= ${q.p(new Date(scope.cutoff).toISOString())}::timestamptz)
+                            OR NOT rollup_invalidations.rebuild
+                            OR (EXCLUDED.rebuild AND rollup_invalidations.first_at >= rollup_invalidations.bucket + interval '1 hour')
+                       THEN now() ELSE rollup_invalidations.last_at END`);
 }
 
 /** Loads the latest session of each device (the sessionizer's state after a restart). */
@@ -346,7 +389,7 @@ async function writeShardBatch(
   guarded: boolean,
 ): Promise<{ failures: OpFailure[] }> {
   return transaction(db, async (c) => {
-    const scope = deltaScope(b.sessions);
+    const scope = await deltaScope(c, b.sessions, events);
     // Hours whose event counts change: of the events inserted and deleted. (A view's duration
     // counts only in pages rows, which are by the session's start hour, logged with it.)
     const eventHours = events.map((e) => ({ projectId: e.projectId, createdAtMs: e.createdAt.getTime() }));
@@ -357,7 +400,7 @@ async function writeShardBatch(
          RETURNING e.project_id, e.id, e.session_id, e.created_at, to_jsonb(e) AS old`,
         [b.reopenedSessionIds],
       );
-      const late = gone.rows.filter((r) => lateEvent(scope, r.created_at.getTime(), r.session_id));
+      const late = gone.rows.filter((r) => lateEvent(scope, r.project_id, r.created_at.getTime(), r.session_id));
       if (late.length) {
         await c.query(
           `INSERT INTO rollup_delta_events (project_id, event_id, created_at, session_id, op, old)

@@ -17,9 +17,9 @@ export async function rollupSnapshot(db: Db, projectId: string): Promise<Record<
 }
 
 /** Refresh rounds until nothing is due before `before`; the rounds that did something. */
-export async function drainRefresh(db: Db, before: Date): Promise<number> {
+export async function drainRefresh(db: Db, before: Date, opts: { recomputeLargeDeltas?: boolean } = {}): Promise<number> {
   let rounds = 0;
-  while ((await refreshRollups(db, false, { before })).buckets > 0) rounds++;
+  while ((await refreshRollups(db, false, { before, ...opts })).buckets > 0) rounds++;
   return rounds;
 }
 
