@@ -90,6 +90,16 @@ test("the migrations' dimension lists and the SQL pair helpers are the catalogue
   const dims = (await env.db.query<{ v: string }>("SELECT tm_dim_pair_values('s') AS v")).rows[0]!.v;
   const dimPairs = new Set([...dims.matchAll(/\('([a-z_]+),([a-z_]+)'/g)].map((m) => `${m[1]},${m[2]}`));
   assert.deepEqual(sorted(dimPairs), sorted(WIDE_DIMENSIONS.flatMap((w) => CUBE_DIMENSIONS.map((c) => `${w},${c}`))));
+  // The grouping sets the refresh functions build the pair layers with: the same pairs.
+  const grouped = async (sql: string) => {
+    const g = (await env.db.query<{ pair: string; sets: string }>(sql)).rows[0]!;
+    return { pairs: [...g.pair.matchAll(/THEN '([a-z_]+),([a-z_]+)'/g)].map((m) => `${m[1]},${m[2]}`), sets: g.sets.split('), (').length };
+  };
+  const cubeGrouping = await grouped("SELECT pair, sets FROM tm_cube_pair_grouping('h', ARRAY['name'])");
+  assert.deepEqual(cubeGrouping, { pairs: expectedCube, sets: expectedCube.length });
+  const dimGrouping = await grouped("SELECT pair, sets FROM tm_dim_pair_grouping('s')");
+  assert.deepEqual(dimGrouping.pairs, WIDE_DIMENSIONS.flatMap((w) => CUBE_DIMENSIONS.map((c) => `${w},${c}`)));
+  assert.equal(dimGrouping.sets, dimGrouping.pairs.length);
 });
 
 test('every table the read planner reads is a catalogued rollup or its list of built days', () => {

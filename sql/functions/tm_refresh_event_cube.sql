@@ -17,6 +17,7 @@ AS $body$
 DECLARE
   daily constant boolean := to_regclass('event_cube_daily') IS NOT NULL;
   ld record;
+  g record;
 BEGIN
   DELETE FROM event_cube_hourly WHERE project_id = p_project AND bucket = p_bucket;
   INSERT INTO event_cube_hourly
@@ -40,13 +41,13 @@ BEGIN
     WHERE h.project_id = p_project AND h.bucket >= ld.d0 AND h.bucket < ld.d1
     GROUP BY h.name, h.is_bot, h.referrer_name, h.referrer_type, h.utm_source, h.utm_medium, h.country, h.device, h.browser, h.os, h.brand;
   END IF;
+  g := tm_cube_pair_grouping('h', ARRAY['name', 'is_bot']);
   EXECUTE format($q$INSERT INTO event_cube_pairs_daily (project_id, pair, bucket, name, is_bot, a, b, count)
-    SELECT $1, x.pair, $2, h.name, h.is_bot, x.a, x.b, sum(h.count)
+    SELECT $1, %2$s, $2, h.name, h.is_bot, %3$s, %4$s, sum(h.count)
     FROM %1$s h
-    CROSS JOIN LATERAL (VALUES %2$s) AS x(pair, a, b)
     WHERE h.project_id = $1 AND h.bucket >= $2 AND h.bucket < $3
-    GROUP BY x.pair, h.name, h.is_bot, x.a, x.b$q$,
-    CASE WHEN daily THEN 'event_cube_daily' ELSE 'event_cube_hourly' END, tm_cube_pair_values('h')) USING p_project, ld.d0, ld.d1;
+    GROUP BY GROUPING SETS (%5$s)$q$,
+    CASE WHEN daily THEN 'event_cube_daily' ELSE 'event_cube_hourly' END, g.pair, g.a, g.b, g.sets) USING p_project, ld.d0, ld.d1;
   INSERT INTO event_cube_days (project_id, bucket, hours)
   VALUES (p_project, ld.d0, (extract(epoch FROM ld.d1 - ld.d0) / 3600)::integer);
 END

@@ -13,13 +13,14 @@ SET jit = off
 AS $body$
 DECLARE
   m record;
+  g record;
 BEGIN
   m := tm_session_measures('rollup_session_cube_pairs_daily', 'h');
+  g := tm_cube_pair_grouping('h', ARRAY[]::text[]);
   EXECUTE format($q$INSERT INTO rollup_session_cube_pairs_daily (project_id, pair, bucket, a, b%1$s)
-    SELECT $1, x.pair, $2, x.a, x.b%2$s
+    SELECT $1, %3$s, $2, %4$s, %5$s%2$s
     FROM rollup_session_cube_daily h
-    CROSS JOIN LATERAL (VALUES %3$s) AS x(pair, a, b)
     WHERE h.project_id = $1 AND h.bucket = $2
-    GROUP BY x.pair, x.a, x.b$q$, m.cols, m.sums, tm_cube_pair_values('h')) USING p_project, p_day;
+    GROUP BY GROUPING SETS (%6$s)$q$, m.cols, m.sums, g.pair, g.a, g.b, g.sets) USING p_project, p_day;
 END
 $body$;
