@@ -59,7 +59,7 @@ async function deltaTraffic(seed: number) {
     await partitions.ensureFor(out.events);
     await commitShardBatch(env.db, {
       stream, shard: 1, fromSeq: seq, toSeq: seq + 1, events: out.events, viewDurations: out.viewDurations,
-      sessions: out.sessions, reopenedSessionIds: out.reopenedSessionIds, profileOps: out.profileOps,
+      sessions: out.sessions, reopenedSessionIds: out.reopenedSessionIds, endedOnlySessionIds: out.endedOnlySessionIds, profileOps: out.profileOps,
     });
     seq++;
     for (const [k, s] of out.states) cache.set(k, s);
@@ -156,12 +156,18 @@ test('late writes into rolled-up hours are applied as deltas, and every rollup t
   for (const o of r2) await run([o]);
   // Idle ends by the check (session_end rows at each session's last event), then one reopened.
   clock.now += HOUR;
+  const endedIds = [0, 3].map((dev) => [...cache.values()].find((x) => x.deviceId === `dev-${dev}`.padEnd(32, '0'))!.id);
+  const logRows = async (table: string) => (await env.db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM ${table} WHERE session_id = ANY($1::uuid[])`, [endedIds])).rows[0]!.n;
+  const [sessionRows, eventRows] = [await logRows('rollup_delta_sessions'), await logRows('rollup_delta_events')];
   for (const dev of [0, 3]) {
     const s = [...cache.values()].find((x) => x.deviceId === `dev-${dev}`.padEnd(32, '0'))!;
     await run([{ kind: 'session_check', id: `check-${dev}`, projectId, deviceId: s.deviceId, receivedAt: '', sessionId: s.id }]);
   }
   const ended = (await env.db.query(`SELECT count(*)::int AS n FROM events WHERE project_id = $1 AND name = 'session_end'`, [projectId])).rows[0].n;
   assert.ok(ended >= 2, 'session_end rows written');
+  assert.equal(await logRows('rollup_delta_sessions'), sessionRows, 'an idle end alone logs no session delta');
+  assert.equal(await logRows('rollup_delta_events'), eventRows + 2, 'its session_end row is logged, as an event');
   await drain();
   assert.equal((await env.db.query(
     `SELECT sessions FROM rollup_browser_hourly WHERE project_id = $1 AND bucket = $2 AND value = 'Planted'`,

@@ -24,6 +24,12 @@ export interface ShardBatch {
   sessions: SessionState[];
   /** Sessions reopened after an idle end: their session_end rows go. */
   reopenedSessionIds: string[];
+  /**
+   * Sessions whose only change in this batch is their idle end (`ended`, which no rollup
+   * reads, and their session_end row): not logged as a session delta; their session_end row
+   * counts as an event of its own (docs/rollups.md).
+   */
+  endedOnlySessionIds?: string[];
   profileOps: ProfileOp[];
   /** Idempotency keys of the ops this batch applies (recorded in the same transaction). */
   opKeys?: AppliedKey[];
@@ -201,8 +207,10 @@ interface DeltaScope {
 const hourOf = (ms: number): number => Math.floor(ms / HOUR_MS) * HOUR_MS;
 const hourKey = (projectId: string, ms: number): string => `${projectId}\u0000${hourOf(ms)}`;
 
-async function deltaScope(c: PoolClient, sessions: SessionState[], events: EventRecord[], now = Date.now()): Promise<DeltaScope> {
+async function deltaScope(c: PoolClient, all: SessionState[], events: EventRecord[], endedOnly: readonly string[] = [], now = Date.now()): Promise<DeltaScope> {
   const cutoff = hourOf(now);
+  const skip = new Set(endedOnly);
+  const sessions = skip.size ? all.filter((s) => !skip.has(s.id)) : all;
   const past = new Map<string, [string, number]>();
   for (const s of sessions) if (s.startedAt < cutoff) past.set(hourKey(s.projectId, s.startedAt), [s.projectId, hourOf(s.startedAt)]);
   for (const e of events) {
@@ -389,7 +397,7 @@ async function writeShardBatch(
   guarded: boolean,
 ): Promise<{ failures: OpFailure[] }> {
   return transaction(db, async (c) => {
-    const scope = await deltaScope(c, b.sessions, events);
+    const scope = await deltaScope(c, b.sessions, events, b.endedOnlySessionIds);
     // Hours whose event counts change: of the events inserted and deleted. (A view's duration
     // counts only in pages rows, which are by the session's start hour, logged with it.)
     const eventHours = events.map((e) => ({ projectId: e.projectId, createdAtMs: e.createdAt.getTime() }));

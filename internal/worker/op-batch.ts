@@ -70,6 +70,8 @@ export interface OpBatch {
   readonly opened: Map<string, SessionState>;
   /** Idle-ended sessions an event continued: their session_end rows go. */
   readonly reopened: Set<string>;
+  /** Sessions an end check ended before anything else in the batch touched them, as it left them. */
+  readonly endedOnly: Map<string, SessionState>;
   readonly profileOps: ProfileOp[];
   readonly drops: DropReason[];
   readonly setAside: NonNullable<ShardBatch['setAside']>;
@@ -94,6 +96,7 @@ export function newOpBatch(deps: OpBatchDeps, now: number, states = new Map<stri
     sessions: new Map(),
     opened: new Map(),
     reopened: new Set(),
+    endedOnly: new Map(),
     profileOps: [],
     drops: [],
     setAside: [],
@@ -108,7 +111,12 @@ export function currentSession(b: OpBatch, k: string): SessionState | null {
 
 /** The rows of the transaction and what the caller adopts after it. */
 export function finishBatch(b: OpBatch): ProcessedBatch {
+  // Ended only: the batch's row of the session is still the one its end check left (a later
+  // step writes a copy), and no event of the batch but its session_end belongs to it.
+  const withEvents = new Set(b.events.filter((e) => e.name !== 'session_end' && e.sessionId).map((e) => e.sessionId));
+  const endedOnly = [...b.endedOnly].filter(([id, s]) => b.sessions.get(id) === s && !withEvents.has(id)).map(([id]) => id);
   return {
+    endedOnlySessionIds: endedOnly,
     events: b.events,
     viewDurations: b.viewDurations,
     sessions: [...b.sessions.values()],

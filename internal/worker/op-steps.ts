@@ -185,6 +185,7 @@ export function checkSessionEnd(b: OpBatch, op: QueuedSessionCheck): void {
   const ended = checkEnd(cur, op.sessionId, b.now, b.timeoutMs);
   if (ended) {
     b.events.push(sessionEvent('session_end', ended, null));
+    if (!b.sessions.has(ended.id)) b.endedOnly.set(ended.id, ended);
     b.sessions.set(ended.id, ended);
     b.states.set(k, ended);
     b.opened.delete(ended.id);

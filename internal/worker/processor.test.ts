@@ -170,9 +170,25 @@ test('a session_check op ends an idle session (and only that)', async () => {
   assert.equal(out.sessions[0]!.ended, true);
   assert.equal(out.states.get(deviceKey(PROJECT, DEV))!.ended, true);
   assert.deepEqual(out.opened, []);
+  assert.deepEqual(out.endedOnlySessionIds, [sid], 'its end is its only change: no session delta to log');
   // A second check (redelivery) does nothing.
   out = await h.batch([check(sid)]);
   assert.deepEqual(out.events, []);
+});
+
+test('a session ended by a check and continued by a later event of the same batch is not ended only', async () => {
+  const h = new Harness();
+  const first = await h.batch([view(T0, 'https://shop.example/a')]);
+  const sid = first.sessions[0]!.id;
+  h.now = WALL + TIMEOUT;
+  const out = await h.batch([
+    { kind: 'session_check', id: 'c1', projectId: PROJECT, deviceId: DEV, receivedAt: new Date(T0 + 5 * MIN).toISOString(), sessionId: sid },
+    track(T0 + 20 * MIN, 'click'),
+  ]);
+  assert.deepEqual(names(out.events), ['click'], 'the end the check wrote goes with the reopen');
+  assert.deepEqual(out.reopenedSessionIds, [sid]);
+  assert.equal(out.sessions.find((s) => s.id === sid)!.ended, false);
+  assert.deepEqual(out.endedOnlySessionIds, []);
 });
 
 test('an event within 30 min (event time) of an idle-ended session reopens it', async () => {

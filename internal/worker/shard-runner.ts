@@ -456,7 +456,8 @@ export class ShardRunner {
     const { failures } = await commitShardBatch(db, {
       stream: bus.streamName, shard: this.shard, fromSeq, toSeq,
       events: processed.events, viewDurations: processed.viewDurations, sessions: processed.sessions,
-      reopenedSessionIds: processed.reopenedSessionIds, profileOps: processed.profileOps, opKeys, setAside: processed.setAside,
+      reopenedSessionIds: processed.reopenedSessionIds, endedOnlySessionIds: processed.endedOnlySessionIds,
+      profileOps: processed.profileOps, opKeys, setAside: processed.setAside,
     }, { copy: this.deps.copyEvents ?? true, guarded });
     metrics.workerCommitDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
     metrics.workerBatchOps.observe(ops.length);
