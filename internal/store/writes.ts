@@ -192,16 +192,15 @@ const HOUR_MS = 3_600_000;
  * its pages rows (by the session's start hour) depend on all its views. Writes of the current
  * hour are not: that hour is recomputed once when it is over (rebuild). Nor are writes into a
  * past hour that its rollups do not cover yet (`unbuilt`: a backfill into an hour that held
- * nothing): it is logged for a recompute instead, which
- * costs what the hour holds, while a delta costs about twice its change (computed before and
- * after, then merged) plus its log. A session starting in such an hour is not late; an event
+ * nothing): it is logged for a recompute instead, which costs what the hour holds, while a
+ * delta costs about twice its change (computed before and after, then merged) plus its log. A session starting in such an hour is not late; an event
  * in one is logged only for a late session of another hour.
  */
 interface DeltaScope {
   cutoff: number;
   lateSessions: Set<string>;
-  /** Past (project, hour) keys (hourKey) to recompute rather than take deltas. */
-  unbuilt: Set<string>;
+  /** Past hours to recompute rather than take deltas: hourKey -> [project, hour start ms]. */
+  unbuilt: Map<string, [string, number]>;
 }
 
 const hourOf = (ms: number): number => Math.floor(ms / HOUR_MS) * HOUR_MS;
@@ -217,7 +216,7 @@ async function deltaScope(c: PoolClient, all: SessionState[], events: EventRecor
     const at = e.createdAt.getTime();
     if (at < cutoff) past.set(hourKey(e.projectId, at), [e.projectId, hourOf(at)]);
   }
-  const unbuilt = new Set<string>();
+  const unbuilt = new Map<string, [string, number]>();
   if (past.size) {
     // Neither rollup of the hour's sessions nor of its events has a row (a recompute or a
     // delta would have written one: an hour with any session or event has an events_hourly
@@ -230,7 +229,7 @@ async function deltaScope(c: PoolClient, all: SessionState[], events: EventRecor
        WHERE NOT EXISTS (SELECT 1 FROM rollup_sessions_hourly r WHERE r.project_id = u.p AND r.bucket = u.b)
          AND NOT EXISTS (SELECT 1 FROM events_hourly h WHERE h.project_id = u.p AND h.bucket = u.b)`,
       [[...past.values()].map((x) => x[0]), [...past.values()].map((x) => new Date(x[1]).toISOString())]);
-    for (const x of r.rows) unbuilt.add(hourKey(x.p, x.b.getTime()));
+    for (const x of r.rows) unbuilt.set(hourKey(x.p, x.b.getTime()), [x.p, x.b.getTime()]);
   }
   const lateSessions = new Set(sessions.filter((s) => s.startedAt < cutoff && !unbuilt.has(hourKey(s.projectId, s.startedAt))).map((s) => s.id));
   return { cutoff, lateSessions, unbuilt };
@@ -270,7 +269,6 @@ async function logUpdatedEvents(c: PoolClient, scope: DeltaScope, d: ShardBatch[
   // Only a batch with a late session or a view of a past hour can have one: no statement
   // otherwise (nor without any view: its join would still lock every partition of events).
   if (!d.length || (!scope.lateSessions.size && !d.some((x) => x.createdAt < scope.cutoff))) return;
-  const unbuilt = [...scope.unbuilt].map((k) => k.split('\u0000'));
   await c.query(
     `INSERT INTO rollup_delta_events (project_id, event_id, created_at, session_id, op, old)
      SELECT e.project_id, e.id, e.created_at, e.session_id, 'u', to_jsonb(e)
@@ -281,7 +279,7 @@ async function logUpdatedEvents(c: PoolClient, scope: DeltaScope, d: ShardBatch[
                             WHERE x.p = e.project_id AND x.b = date_trunc('hour', e.created_at, 'UTC')))
         OR e.session_id = ANY($4::uuid[])`,
     [d.map((x) => x.eventId), d.map((x) => new Date(x.createdAt).toISOString()), new Date(scope.cutoff).toISOString(), [...scope.lateSessions],
-      unbuilt.map((x) => x[0]!), unbuilt.map((x) => new Date(Number(x[1])).toISOString())],
+      [...scope.unbuilt.values()].map((x) => x[0]), [...scope.unbuilt.values()].map((x) => new Date(x[1]).toISOString())],
   );
 }
 

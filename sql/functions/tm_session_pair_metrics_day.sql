@@ -13,25 +13,20 @@ SET jit = off
 AS $body$
 DECLARE
   ld record;
+  m record;
   g record;
 BEGIN
   ld := tm_day_build(p_project, p_bucket, 727274018, ARRAY['rollup_session_pair_metrics_days', 'rollup_session_pair_metrics_daily']);
   IF NOT ld.build THEN
     RETURN;
   END IF;
+  m := tm_session_measures('rollup_session_pair_metrics_daily', 's');
   g := tm_cube_pair_grouping('s', ARRAY[]::text[]);
-  EXECUTE format($q$INSERT INTO rollup_session_pair_metrics_daily
-      (project_id, pair, bucket, a, b, sessions, bounces, timed_sessions, duration_ms, screen_views, visitors)
-    SELECT $1, %1$s, $2, %2$s, %3$s,
-           count(*),
-           count(*) FILTER (WHERE s.is_bounce),
-           count(*) FILTER (WHERE s.duration_ms > 0),
-           coalesce(sum(s.duration_ms) FILTER (WHERE s.duration_ms > 0), 0),
-           coalesce(sum(s.screen_view_count), 0),
-           hll_add_agg(hll_hash_text(s.profile_id), 14, 5, -1, 1)
+  EXECUTE format($q$INSERT INTO rollup_session_pair_metrics_daily (project_id, pair, bucket, a, b%1$s, visitors)
+    SELECT $1, %3$s, $2, %4$s, %5$s%2$s, hll_add_agg(hll_hash_text(s.profile_id), 14, 5, -1, 1)
     FROM sessions s
     WHERE s.project_id = $1 AND s.started_at >= $2 AND s.started_at < $3 AND NOT s.is_bot
-    GROUP BY GROUPING SETS (%4$s)$q$, g.pair, g.a, g.b, g.sets) USING p_project, ld.d0, ld.d1;
+    GROUP BY GROUPING SETS (%6$s)$q$, m.cols, m.exprs, g.pair, g.a, g.b, g.sets) USING p_project, ld.d0, ld.d1;
   INSERT INTO rollup_session_pair_metrics_days (project_id, bucket, hours)
   VALUES (p_project, ld.d0, (extract(epoch FROM ld.d1 - ld.d0) / 3600)::integer);
 END
