@@ -34,6 +34,7 @@ import { createPool, ensureDatabase, redactUrl, type Pool } from '../internal/st
 import { migrate } from '../internal/store/migrate';
 import { refreshRollups } from '../internal/store/rollups';
 import { PartitionKeeper } from '../internal/store/partitions';
+import { fillSessionSteps } from '../internal/store/session-steps';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -483,6 +484,12 @@ async function main(): Promise<void> {
     'SELECT (SELECT count(*) FROM events)::int AS events, (SELECT count(*) FROM sessions)::int AS sessions',
   )).rows[0]!;
   log(`loaded ${counts.events.toLocaleString('en')} events, ${counts.sessions.toLocaleString('en')} sessions`);
+
+  // Each session's funnel steps, as the sessionizer keeps them; every session has them, so
+  // the funnel may read them for any period.
+  const withSteps = await fillSessionSteps(pool);
+  await pool.query("UPDATE session_steps_since SET since = '1970-01-01T00:00:00Z'");
+  log(`${withSteps.toLocaleString('en')} sessions' funnel steps set`);
 
   // Identified profiles ('user-<n>'): one stored row each, as an identify call makes, named
   // and addressed after n, created at its first session, updated at its last event.

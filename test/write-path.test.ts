@@ -122,6 +122,7 @@ const sessionOf = (id: string, events: EventRecord[]): SessionState => ({
   entryOrigin: 'https://x.test', entryPath: '/', exitOrigin: 'https://x.test', exitPath: '/', isBot: false,
   dims: Object.fromEntries(SESSION_DIMENSIONS.map((d) => [d, ''])) as SessionState['dims'], ended: false, updatedAtMs: Date.now(),
   lastEvent: { id: events[events.length - 1]!.id, createdAt: events[events.length - 1]!.createdAt.getTime(), isScreenView: false },
+  stepNames: null, stepFirstAt: null, stepLastAt: null,
 });
 
 test('a batch of the current hour is four round trips (BEGIN, COPY, one statement for the rest, COMMIT) and writes all of it; a moved fence or a key applied elsewhere undoes all of it', async () => {

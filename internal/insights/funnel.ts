@@ -18,8 +18,9 @@ import { withRead } from '../query/lookups';
 import { noNul, pickParams, positiveIntSchema, type PeriodParams } from '../query/params';
 import { reportPeriodSchema } from './report-params';
 import { resolvePeriod } from '../query/period';
-import type { ConnectionSource } from '../query/source';
+import type { ConnectionSource, Queryable } from '../query/source';
 import { roundedRatio, toNumber } from './numbers';
+import { readStepsSummary, stepsSummaryApplies } from './funnel-steps';
 
 export const MIN_STEPS = 2;
 export const MAX_STEPS = 10;
@@ -141,7 +142,7 @@ export function funnelAnswer(names: readonly string[], reached: readonly number[
  * most windowHours after `fK`: a later first step leaves the most room in the window.
  * One row: `r1`..`rN`, the groups that reached each step.
  */
-export function funnelSql(projectId: string, params: FunnelParams, start: Date, end: Date, p: SqlParams): string {
+export function funnelSql(projectId: string, params: FunnelParams, start: Date, end: Date, p: SqlParams, sessionIds?: readonly string[]): string {
   const byProfile = params.groupBy === 'profile_id';
   const filters = params.filters.length ? `AND ${compileAll(indexed(params.filters), 'e', p)}` : '';
   const project = p.add(projectId);
@@ -172,7 +173,10 @@ export function funnelSql(projectId: string, params: FunnelParams, start: Date, 
   const perGroup = params.steps.map((_, i) => `bool_or(${reached(i + 1)}) AS r${i + 1}`);
   const counts = params.steps.map((_, i) => `count(*) FILTER (WHERE r${i + 1}) AS r${i + 1}`);
   return `
-    WITH ev AS (
+    WITH ev AS (${sessionIds ? `
+      SELECT ${group} AS g, e.created_at AS t, e.name FROM events e
+      WHERE e.session_id = ANY(${p.add(sessionIds)}::uuid[]) AND e.project_id = ${project} AND e.name = ANY(${names}::text[])
+        AND e.created_at >= ${from}::timestamptz AND e.created_at < ${to}::timestamptz AND NOT e.is_bot ${filters}` : `
       SELECT ${group} AS g, e.created_at AS t, e.name
       FROM unnest(${names}::text[]) AS n(name)
       CROSS JOIN LATERAL (
@@ -181,10 +185,27 @@ export function funnelSql(projectId: string, params: FunnelParams, start: Date, 
           AND e.created_at >= ${from}::timestamptz AND e.created_at < ${to}::timestamptz
           AND NOT e.is_bot ${byProfile ? '' : 'AND e.session_id IS NOT NULL'} ${filters}
         OFFSET 0
-      ) e ${sessionJoin}
+      ) e ${sessionJoin}`}
     )
     SELECT ${counts.join(', ')}
     FROM (SELECT g, ${perGroup.join(', ')} FROM (${levels}) l GROUP BY g) x`;
+}
+
+/**
+ * How many groups reached each step in [start, end). A funnel by session reads the sessions'
+ * steps where they can answer (funnel-steps.ts) and the events only of the sessions they
+ * cannot; every other funnel reads the events (funnelSql).
+ */
+export async function funnelReached(db: Queryable, projectId: string, params: FunnelParams, start: Date, end: Date): Promise<number[]> {
+  const raw = async (sessionIds?: readonly string[]): Promise<number[]> => {
+    const p = new SqlParams();
+    const { rows } = await db.query<Record<string, string>>(funnelSql(projectId, params, start, end, p, sessionIds), p.values);
+    return params.steps.map((_, i) => toNumber(rows[0]?.[`r${i + 1}`]));
+  };
+  const summary = stepsSummaryApplies(params) ? await readStepsSummary(db, projectId, params, start, end) : null;
+  if (summary === null) return raw();
+  const rest = summary.rawSessionIds.length ? await raw(summary.rawSessionIds) : params.steps.map(() => 0);
+  return summary.reached.map((n, i) => n + rest[i]!);
 }
 
 /** The funnel of `params.steps` over the period (docs/api.md, "Funnel"). */
@@ -198,9 +219,6 @@ export async function getFunnel(
   const readOptions = { statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS };
   return withRead(pool, readOptions, projectId, params.filters, async (db, timezone) => {
     const period = resolvePeriod(params, timezone, now);
-    const p = new SqlParams();
-    const { rows } = await db.query<Record<string, string>>(funnelSql(projectId, params, period.start, period.end, p), p.values);
-    const reached = params.steps.map((_, i) => toNumber(rows[0]?.[`r${i + 1}`]));
-    return funnelAnswer(params.steps, reached);
+    return funnelAnswer(params.steps, await funnelReached(db, projectId, params, period.start, period.end));
   });
 }

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { blankEventRecord } from '../enrich/record';
 import type { EventRecord } from '../model/event';
-import { applyEvent, checkEnd, isBounce, sessionDurationMs, type SessionOptions, type SessionState, type StepResult } from './session';
+import { applyEvent, checkEnd, isBounce, MAX_STEP_ENTRIES, sessionDurationMs, type SessionOptions, type SessionState, type StepResult } from './session';
 
 const MIN = 60_000;
 const TIMEOUT = 30 * MIN;
@@ -333,4 +333,44 @@ test('identify within a session: an event naming a profile gives it the whole se
   const late = run([view(T0 + 30 * 1000, '/late', { profileId: 'carol' })], current).steps[0]!;
   assert.equal(late.session.id, current!.id);
   assert.equal(late.session.profileId, 'carol');
+});
+
+test('a session keeps its funnel steps: non-bot events other than screen views, in time order, ties marked', () => {
+  const { current, steps } = run([
+    view(T0, '/home'),
+    ev(T0 + MIN, { name: 'click' }),
+    ev(T0 + 2 * MIN, { name: 'add_to_cart' }),
+    ev(T0 + 2 * MIN, { name: 'coupon' }), // the same instant as add_to_cart
+    view(T0 + 3 * MIN, '/cart'),
+    ev(T0 + 4 * MIN, { name: 'purchase' }),
+  ]);
+  assert.deepEqual(current!.stepNames, ['click', 'add_to_cart', '', 'coupon', 'purchase']);
+  assert.equal(current!.stepFirstAt, T0 + MIN);
+  assert.equal(current!.stepLastAt, T0 + 4 * MIN);
+  // states are shared: an earlier step's session still holds the names it had then
+  assert.deepEqual(steps[2]!.current.stepNames, ['click', 'add_to_cart']);
+  // a session of screen views alone has none
+  const views = run([view(T0, '/a'), view(T0 + MIN, '/b')]).current!;
+  assert.deepEqual(views.stepNames, []);
+  assert.equal(views.stepFirstAt, null);
+  assert.equal(views.stepLastAt, null);
+});
+
+test("a bot's events are no steps; one before the latest step leaves the names unknown, its times still counted", () => {
+  const bot = run([ev(T0, { name: 'click', isBot: true })]).current!;
+  assert.deepEqual(bot.stepNames, []);
+  assert.equal(bot.stepFirstAt, null);
+  const { current } = run([ev(T0 + 5 * MIN, { name: 'click' }), ev(T0 + 2 * MIN, { name: 'signup' }), ev(T0 + 9 * MIN, { name: 'purchase' })]);
+  assert.equal(current!.stepNames, null); // signup came after click but happened before it
+  assert.equal(current!.stepFirstAt, T0 + 2 * MIN);
+  assert.equal(current!.stepLastAt, T0 + 9 * MIN);
+});
+
+test('steps past the limit (entries or bytes) are unknown rather than cut', () => {
+  const many = run(Array.from({ length: MAX_STEP_ENTRIES + 1 }, (_, i) => ev(T0 + i * 1000, { name: 'tick' }))).current!;
+  assert.equal(many.stepNames, null);
+  const exactly = run(Array.from({ length: MAX_STEP_ENTRIES }, (_, i) => ev(T0 + i * 1000, { name: 'tick' }))).current!;
+  assert.equal(exactly.stepNames!.length, MAX_STEP_ENTRIES);
+  const long = run([ev(T0, { name: 'x'.repeat(600) }), ev(T0 + 1000, { name: 'y'.repeat(600) })]).current!;
+  assert.equal(long.stepNames, null);
 });

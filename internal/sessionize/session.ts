@@ -23,6 +23,15 @@ export interface SessionState {
   updatedAtMs: number;
   /** The latest real event: a screen view waits here for its time on page. */
   lastEvent: { id: string; createdAt: number; isScreenView: boolean } | null;
+  /**
+   * The funnel steps (sql/036_session_steps.sql): the names of the session's non-bot events
+   * other than screen views in time order, '' before a name at the same instant as the one
+   * before it; null once not known in order (see addStep). With the first and last step's
+   * times (null when there is none).
+   */
+  stepNames: string[] | null;
+  stepFirstAt: number | null;
+  stepLastAt: number | null;
 }
 
 export interface SessionOptions {
@@ -74,7 +83,34 @@ function newSession(ev: EventRecord, at: number, opts: SessionOptions): SessionS
     ended: false,
     updatedAtMs: opts.nowMs,
     lastEvent: null,
+    stepNames: [],
+    stepFirstAt: null,
+    stepLastAt: null,
   };
+}
+
+/** The most step entries a session keeps, and their bytes (they are in a btree index). */
+export const MAX_STEP_ENTRIES = 32;
+export const MAX_STEP_BYTES = 1024;
+
+/**
+ * Adds a step event to the session's steps (a new array: states are shared). An event before
+ * the latest step (its place is not known without the times), or past the limits, leaves the
+ * names unknown (null) for good: the funnel reads such a session's events instead.
+ */
+function addStep(s: SessionState, name: string, at: number): void {
+  s.stepFirstAt = s.stepFirstAt === null ? at : Math.min(s.stepFirstAt, at);
+  const last = s.stepLastAt;
+  s.stepLastAt = last === null ? at : Math.max(last, at);
+  if (s.stepNames === null) return;
+  if (last !== null && at < last) {
+    s.stepNames = null;
+    return;
+  }
+  const next = last !== null && at === last ? [...s.stepNames, '', name] : [...s.stepNames, name];
+  let bytes = 0;
+  for (const n of next) bytes += Buffer.byteLength(n) + 1;
+  s.stepNames = next.length > MAX_STEP_ENTRIES || bytes > MAX_STEP_BYTES ? null : next;
 }
 
 function count(s: SessionState, ev: EventRecord, at: number, latest: boolean): void {
@@ -82,6 +118,7 @@ function count(s: SessionState, ev: EventRecord, at: number, latest: boolean): v
   // semantics.md, "OpenPanel fidelity": once the device is identified (an event whose
   // profileId is not the deviceId), the whole session belongs to that profile.
   if (ev.profileId !== ev.deviceId && ev.profileId !== '' && s.profileId !== ev.profileId) s.profileId = ev.profileId;
+  if (ev.name !== SCREEN_VIEW && !ev.isBot) addStep(s, ev.name, at);
   if (ev.name === SCREEN_VIEW) {
     s.screenViewCount++;
     if (!s.entryPath && !s.entryOrigin) {

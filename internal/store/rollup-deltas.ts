@@ -62,7 +62,7 @@ const SHADOWED_SOURCES = ['sessions', 'events', 'rollup_invalidations'];
  * Columns of sessions that no refresh function reads (test/rollup-catalogue-schema.test.ts
  * checks their bodies): a change to them alone changes no rollup.
  */
-export const UNREAD_SESSION_COLUMNS = ['ended', 'updated_at'];
+export const UNREAD_SESSION_COLUMNS = ['ended', 'updated_at', 'step_names', 'step_first_at', 'step_last_at'];
 /** The shadow sources' columns analyzed before a delta's runs (see applyDeltas). */
 const ANALYZED: Record<string, string[]> = {
   sessions: ['project_id', 'id', 'started_at', 'is_bot'],

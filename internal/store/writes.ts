@@ -7,7 +7,7 @@ import { SESSION_DIMENSIONS } from '../model/event';
 import type { SessionState } from '../sessionize/session';
 import { createHash } from 'node:crypto';
 import { transaction, type Pool, type PoolClient } from './db';
-import { copyEvents, eventKey, EventStoredError, firstOfEachEvent, insertEventsSkippingStored } from './event-inserts';
+import { arrayLiteral, copyEvents, eventKey, EventStoredError, firstOfEachEvent, insertEventsSkippingStored } from './event-inserts';
 import { applyProfileOps, recordOpFailures, type OpFailure, type ProfileOp } from './profiles';
 export { isDataError } from './profiles';
 
@@ -167,19 +167,25 @@ const SESSION_COLUMNS: [string, string, (s: SessionState) => unknown][] = [
   ['last_event_id', 'uuid', (s) => s.lastEvent?.id ?? null],
   ['last_event_is_view', 'bool', (s) => s.lastEvent?.isScreenView ?? false],
   ['updated_at', 'timestamptz', (s) => new Date(s.updatedAtMs).toISOString()],
+  // a text[] literal per session (an array of arrays would need equal lengths), cast back below
+  ['step_names', 'text', (s) => (s.stepNames === null ? null : arrayLiteral(s.stepNames))],
+  ['step_first_at', 'timestamptz', (s) => (s.stepFirstAt === null ? null : new Date(s.stepFirstAt).toISOString())],
+  ['step_last_at', 'timestamptz', (s) => (s.stepLastAt === null ? null : new Date(s.stepLastAt).toISOString())],
   ...SESSION_DIMENSIONS.map((d): [string, string, (s: SessionState) => unknown] => [d, 'text', (s) => s.dims[d]]),
 ];
 const SESSION_MUTABLE = [
   'profile_id', 'last_event_at', 'duration_ms', 'ended', 'entry_origin', 'entry_path', 'exit_origin', 'exit_path',
   'screen_view_count', 'event_count', 'is_bounce', 'last_event_id', 'last_event_is_view', 'updated_at',
+  'step_names', 'step_first_at', 'step_last_at',
 ];
 
 function upsertSessions(q: Statement, sessions: SessionState[]): void {
   if (!sessions.length) return;
   const unnest = SESSION_COLUMNS.map(([, t, get]) => `${q.p(sessions.map(get))}::${t}[]`).join(', ');
   const names = SESSION_COLUMNS.map(([n]) => n).join(', ');
+  const values = SESSION_COLUMNS.map(([n]) => (n === 'step_names' ? 'u.step_names::text[]' : `u.${n}`)).join(', ');
   q.cte('sessions_up', `INSERT INTO sessions (${names})
-     SELECT * FROM unnest(${unnest}) AS u(${names})
+     SELECT ${values} FROM unnest(${unnest}) AS u(${names})
      ON CONFLICT (started_at, id) DO UPDATE SET ${SESSION_MUTABLE.map((n) => `${n} = EXCLUDED.${n}`).join(', ')}`);
 }
 
@@ -347,6 +353,9 @@ export async function loadLatestSessions(db: Pool, keys: { projectId: string; de
       entryOrigin: row.entry_origin, entryPath: row.entry_path, exitOrigin: row.exit_origin, exitPath: row.exit_path,
       isBot: row.is_bot, dims, ended: row.ended, updatedAtMs: new Date(row.updated_at).getTime(),
       lastEvent: row.last_event_id ? { id: row.last_event_id, createdAt: last, isScreenView: row.last_event_is_view } : null,
+      stepNames: row.step_names,
+      stepFirstAt: row.step_first_at === null ? null : new Date(row.step_first_at).getTime(),
+      stepLastAt: row.step_last_at === null ? null : new Date(row.step_last_at).getTime(),
     } satisfies SessionState;
   });
 }

@@ -33,7 +33,8 @@ function session(over: Partial<SessionState> = {}): SessionState {
   return {
     id: 's1', projectId: 'p', deviceId: 'd', profileId: 'd', startedAt: T0, lastEventAt: T0 + MIN, screenViewCount: 1, eventCount: 2,
     entryOrigin: 'https://a.example', entryPath: '/in', exitOrigin: 'https://a.example', exitPath: '/out', isBot: false,
-    dims: { ...(Object.fromEntries(SESSION_DIMENSIONS.map((d) => [d, ''])) as SessionState['dims']), country: 'GB' }, ended: false, updatedAtMs: NOW - MIN, lastEvent: null, ...over,
+    dims: { ...(Object.fromEntries(SESSION_DIMENSIONS.map((d) => [d, ''])) as SessionState['dims']), country: 'GB' }, ended: false, updatedAtMs: NOW - MIN, lastEvent: null,
+    stepNames: [], stepFirstAt: null, stepLastAt: null, ...over,
   };
 }
 const step = (over: Partial<SessionStep> = {}): SessionStep => {
