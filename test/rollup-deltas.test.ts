@@ -185,6 +185,40 @@ test('late writes into rolled-up hours are applied as deltas, and every rollup t
   assert.deepEqual(await snapshot(projectId), await recomputeAll(projectId), 'round 3 (reopened) equals a recompute');
 });
 
+test("a round of idle ends alone computes only the tables that count session_start / session_end (the catalogue's serviceEvents), and equals a recompute", { timeout: 120_000 }, async () => {
+  const { projectId, clock, cache, run, rnd, session } = await deltaTraffic(31);
+  const r1: QueuedTrack[] = [];
+  for (let dev = 0; dev < 12; dev++) r1.push(...session(dev, DAY0 + Math.floor(rnd() * 20 * 60) * MIN, 1 + Math.floor(rnd() * 5)));
+  for (const o of r1.sort((a, b) => a.createdAt.localeCompare(b.createdAt))) await run([o]);
+  await drain();
+  const before = await snapshot(projectId);
+  assert.deepEqual(before, await recomputeAll(projectId), 'the backfill equals a recompute');
+
+  // Every open session ends by its check, an hour of wall time later: session_end rows into
+  // built hours, and nothing else.
+  clock.now += HOUR;
+  const open = [...cache.values()].filter((x) => !x.ended);
+  assert.ok(open.length >= 5, `open sessions: ${open.length}`);
+  await run(open.map((x, i) => ({ kind: 'session_check', id: `check-${i}`, projectId, deviceId: x.deviceId, receivedAt: '', sessionId: x.id }) as QueuedOp));
+  const logged = await env.db.query<{ sessions: number; events: number }>(
+    'SELECT (SELECT count(*) FROM rollup_delta_sessions)::int AS sessions, (SELECT count(*) FROM rollup_delta_events)::int AS events');
+  assert.deepEqual(logged.rows[0], { sessions: 0, events: open.length }, 'each end logs its session_end row alone');
+  let serviceOnly = 0;
+  for (;;) {
+    const r = await refreshRollups(env.db, false, { before: FAR, recomputeLargeDeltas: false });
+    serviceOnly += r.serviceOnlyDeltas;
+    if (r.buckets === 0) break;
+  }
+  assert.ok(serviceOnly >= 1, 'the round knew its delta was session_end rows alone');
+  const after = await snapshot(projectId);
+  assert.deepEqual(after, await recomputeAll(projectId), 'the ends, applied to the flagged tables alone, equal a recompute');
+  // A recompute of every table agrees, so the tables the ends changed are all flagged; and
+  // every flagged table that the service keeps did change (the flags are not too wide).
+  const changed = Object.keys(after).filter((rel) => JSON.stringify(after[rel]) !== JSON.stringify(before[rel])).sort();
+  const flagged = Object.keys(after).filter((rel) => catalogueEntry(rel)?.serviceEvents).sort();
+  assert.deepEqual(changed, flagged);
+});
+
 test('a backfill into empty hours is logged for a recompute, not as deltas; a burst larger than a built hour is recomputed; a few late writes stay deltas; each equals a recompute', { timeout: 120_000 }, async () => {
   const { projectId, clock, run, rnd, op, session, last } = await deltaTraffic(33);
   const rounds = async () => {

@@ -40,6 +40,14 @@ export interface RollupEntry {
   /** A measure that is 0 exactly when the row counts nothing (none: sketches only, kept). */
   presence?: string;
   days?: string;
+  /**
+   * It counts the service's own session_start / session_end rows (the export lists them), so
+   * they alone change it; every other table reads sessions, screen views or the events charts
+   * count. A refresh round whose only changes are such rows (an idle session's end: the usual
+   * delta of a live hour) runs and merges only these (rollup-deltas.ts);
+   * test/rollup-deltas.test.ts checks the flags against a recompute.
+   */
+  serviceEvents?: true;
 }
 
 // ---- the dimension lists, declared once (the read planner, the tests and the SQL agree with these) ----
@@ -72,6 +80,9 @@ const sessions = (relation: string, keys: string[], grain: 'hour' | 'day' = 'hou
   ({ relation, keys, grain, sums: SESSION_SUMS, presence: 'sessions', ...(days ? { days } : {}) });
 const counts = (relation: string, keys: string[], grain: 'hour' | 'day' = 'hour', days?: string): RollupEntry =>
   ({ relation, keys, grain, sums: ['count'], presence: 'count', ...(days ? { days } : {}) });
+/** A count of every event, the service's session_start / session_end included (`serviceEvents`). */
+const allEventCounts = (relation: string, keys: string[], grain: 'hour' | 'day' = 'hour', days?: string): RollupEntry =>
+  ({ ...counts(relation, keys, grain, days), serviceEvents: true });
 const PAGES = {
   keys: [...HOUR, 'origin', 'path'],
   sums: ['sessions', 'entries', 'bounces', 'timed_views', 'duration_ms', 'views'],
@@ -95,15 +106,15 @@ export const ROLLUP_CATALOGUE: RollupEntry[] = [
   { relation: 'rollup_pages_hourly', grain: 'hour', ...PAGES },
   { relation: 'rollup_pages_daily', grain: 'day', ...PAGES },
   // events (sql/009, 013, 014, 015, 017, 020)
-  counts('events_hourly', [...HOUR, 'name', 'is_bot']),
+  allEventCounts('events_hourly', [...HOUR, 'name', 'is_bot']),
   ...EVENT_ROLLUP_DIMENSIONS.map((d) => counts(`events_${d}_hourly`, [...HOUR, 'name', 'value'])),
   { relation: 'event_properties_hourly', keys: [...EVENT_GROUP, 'key'], grain: 'hour', sums: ['count', 'sum'], mins: ['min'], maxes: ['max'], presence: 'count' },
   counts('event_counts_daily', EVENT_GROUP, 'day', 'event_counts_days'),
-  counts('event_cube_hourly', [...HOUR, 'name', 'is_bot', ...CUBE_DIMENSIONS]),
-  counts('event_cube_daily', [...HOUR, 'name', 'is_bot', ...CUBE_DIMENSIONS], 'day', 'event_cube_days'),
-  counts('event_cube_pairs_daily', [...PAIR, 'name', 'is_bot'], 'day', 'event_cube_days'),
-  counts('event_uncharted_hourly', EVENT_GROUP),
-  counts('event_uncharted_daily', EVENT_GROUP, 'day', 'event_uncharted_days'),
+  allEventCounts('event_cube_hourly', [...HOUR, 'name', 'is_bot', ...CUBE_DIMENSIONS]),
+  allEventCounts('event_cube_daily', [...HOUR, 'name', 'is_bot', ...CUBE_DIMENSIONS], 'day', 'event_cube_days'),
+  allEventCounts('event_cube_pairs_daily', [...PAIR, 'name', 'is_bot'], 'day', 'event_cube_days'),
+  allEventCounts('event_uncharted_hourly', EVENT_GROUP),
+  allEventCounts('event_uncharted_daily', EVENT_GROUP, 'day', 'event_uncharted_days'),
   // hll sketches (sql/008_rollup_visitors, 010, 011, 018), only where the extension is
   { relation: 'rollup_visitors_hourly', keys: HOUR, grain: 'hour', sums: [], unions: ['visitors'] },
   { relation: 'rollup_visitors_dayparts', keys: [...HOUR, 'kind', 'k'], grain: 'day', sums: [], unions: ['visitors'] },

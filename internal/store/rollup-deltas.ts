@@ -98,12 +98,13 @@ async function ensureShadows(c: PoolClient, relations: string[]): Promise<void> 
  * function runs for every hour those rows touch, once with each schema first in the search
  * path, so it reads the shadow sessions and events and writes the shadow rollup tables. The
  * difference (after - before) is added to the real tables, into hours that await no
- * recompute and days that are built (catalogue `days`).
+ * recompute and days that are built (catalogue `days`). `serviceOnly`: the delta was new
+ * session_start / session_end rows alone, so only the tables that count them were computed.
  */
 export async function applyDeltas(
   c: PoolClient,
   fnRelations: Map<string, string[]>,
-): Promise<{ project_id: string; bucket: Date }[]> {
+): Promise<{ sketchHours: { project_id: string; bucket: Date }[]; serviceOnly: boolean }> {
   const additive = [...fnRelations].filter(([, rels]) => rels.every(isCatalogued));
   const relations = additive.flatMap(([, rels]) => rels);
   await ensureShadows(c, relations);
@@ -144,6 +145,21 @@ export async function applyDeltas(
       AND (d.session_id IS NULL OR d.session_id NOT IN (SELECT session_id FROM tm_d_sessions))`);
   // Row counts for the planner: the joins below must take the events by index, whatever the hour's size.
   await c.query('ANALYZE tm_d_sessions, tm_d_events, tm_rebuild');
+  // A round whose only changes are new session_start / session_end rows (an idle session's
+  // end, its session left out above) changes only the tables that count those (catalogue
+  // `serviceEvents`): only their functions run, and only those tables are merged.
+  const serviceOnly = (await c.query<{ only: boolean }>(
+    `SELECT NOT EXISTS (SELECT 1 FROM tm_d_sessions) AND NOT EXISTS (
+       SELECT 1 FROM tm_d_events d LEFT JOIN public.events e ON e.created_at = d.created_at AND e.id = d.event_id
+       WHERE d.op <> 'i' OR e.name IS NULL OR e.name <> ALL (ARRAY['session_start', 'session_end']::text[])) AS only`,
+  )).rows[0]!.only;
+  const run = serviceOnly ? additive.filter(([, rels]) => rels.some((r) => catalogueEntry(r)?.serviceEvents)) : additive;
+  const reached = serviceOnly
+    ? [...new Set(run.flatMap(([, rels]) => rels).flatMap((r) => {
+      const e = catalogueEntry(r);
+      return e?.serviceEvents ? [r, ...(e.days ? [e.days] : [])] : [];
+    }))]
+    : relations;
   // After: every event of a logged session and every logged event, as they are now.
   await c.query(`INSERT INTO ${AFTER}.events
     SELECT DISTINCT ON (x.created_at, x.id) x.* FROM (
@@ -180,15 +196,15 @@ export async function applyDeltas(
     // The functions' cached plans are made again for this search path.
     await c.query(`SET LOCAL search_path = ${schema}, ${path}`);
     await c.query('DISCARD PLANS');
-    await refreshHours(c, additive.map(([fn]) => fn), hours, false);
+    await refreshHours(c, run.map(([fn]) => fn), hours, false);
   }
   await c.query(`SET LOCAL search_path = ${path}`);
   await c.query('DISCARD PLANS');
 
-  const columns = await columnsOf(c, relations);
+  const columns = await columnsOf(c, reached);
   const keyed = new Set((await c.query<{ rel: string }>(
     `SELECT cl.relname AS rel FROM pg_index i JOIN pg_class cl ON cl.oid = i.indrelid JOIN pg_namespace n ON n.oid = cl.relnamespace
-     WHERE n.nspname = 'public' AND cl.relname = ANY($1::text[]) AND i.indisprimary`, [relations])).rows.map((r) => r.rel));
+     WHERE n.nspname = 'public' AND cl.relname = ANY($1::text[]) AND i.indisprimary`, [reached])).rows.map((r) => r.rel));
   // A kept table never ANALYZEd (new, or autovacuum off) has no statistics: the planner would
   // take any of its indexes for as selective as another when a delta probes it. Once per table
   // (reltuples is -1 until the first ANALYZE or VACUUM; pg_class needs no superuser, unlike
@@ -196,13 +212,13 @@ export async function applyDeltas(
   const unanalyzed = await c.query<{ rel: string }>(
     `SELECT cl.relname AS rel FROM pg_class cl JOIN pg_namespace n ON n.oid = cl.relnamespace
      WHERE n.nspname = 'public' AND cl.relname = ANY($1::text[]) AND cl.relkind = 'r' AND cl.reltuples < 0`,
-    [relations.filter((r) => catalogueEntry(r))]);
+    [reached.filter((r) => catalogueEntry(r))]);
   if (unanalyzed.rows.length) await c.query(`ANALYZE ${unanalyzed.rows.map((r) => `public.${ident(r.rel)}`).join(', ')}`);
-  for (const rel of relations) {
+  for (const rel of reached) {
     const entry = catalogueEntry(rel);
     if (entry) await mergeDelta(c, entry, columns.get(rel) ?? [], keyed.has(rel));
   }
-  if (relations.includes('event_properties_raw_hours')) {
+  if (reached.includes('event_properties_raw_hours')) {
     // A numeric text too long for numeric: the key's hour is read raw, and keeps no rows.
     await c.query(`INSERT INTO public.event_properties_raw_hours
       SELECT DISTINCT r.* FROM ${AFTER}.event_properties_raw_hours r
@@ -217,7 +233,7 @@ export async function applyDeltas(
   // reach tm_local_day's) is no longer listed: reads take its hours. A delta that leaves a
   // table's day unchanged (a late screen view in the day of the uncharted events) reaches it
   // all the same.
-  const daysTables = [...new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && relations.includes(d)))];
+  const daysTables = [...new Set(ROLLUP_CATALOGUE.map((e) => e.days).filter((d): d is string => !!d && reached.includes(d)))];
   for (const days of daysTables) {
     await c.query(`DELETE FROM public.${ident(days)} d
       WHERE EXISTS (SELECT 1 FROM unnest($1::text[], $2::timestamptz[]) AS h(p, b)
@@ -243,7 +259,7 @@ export async function applyDeltas(
   await c.query('DELETE FROM public.rollup_delta_sessions WHERE seq IN (SELECT seq FROM tm_d_rows_s)');
   await c.query('DELETE FROM public.rollup_delta_events WHERE seq IN (SELECT seq FROM tm_d_rows_e)');
   await c.query('DROP TABLE pg_temp.tm_d_sessions, pg_temp.tm_d_events, pg_temp.tm_rebuild');
-  return sketchHours;
+  return { sketchHours, serviceOnly };
 }
 
 /**

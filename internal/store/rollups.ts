@@ -30,6 +30,8 @@ interface RefreshResult {
   transactions: number;
   /** Delta hours it recomputed instead, their change being at least the hour (promoteLargeDeltas). */
   promoted: number;
+  /** Transactions whose delta was new session_start / session_end rows alone (applyDeltas: only the tables counting those). */
+  serviceOnlyDeltas: number;
 }
 
 interface RollupKinds {
@@ -164,7 +166,7 @@ async function refreshRound(db: Pool, c: PoolClient, timescale: boolean, opts: R
   const roundHours = Math.max(1, opts.roundHours ?? DEFAULT_ROUND_HOURS);
   const perTransaction = Math.max(1, opts.transactionHours ?? DEFAULT_TRANSACTION_HOURS);
   const limit = opts.limit ?? Number.POSITIVE_INFINITY;
-  const result: RefreshResult = { buckets: 0, hours: 0, transactions: 0, promoted: 0 };
+  const result: RefreshResult = { buckets: 0, hours: 0, transactions: 0, promoted: 0, serviceOnlyDeltas: 0 };
   // Picked anew for each transaction: an hour another project logs meanwhile goes in the next
   // one, not in the next round.
   while (result.hours < roundHours && result.buckets < limit) {
@@ -173,7 +175,9 @@ async function refreshRound(db: Pool, c: PoolClient, timescale: boolean, opts: R
     });
     if (!picks.length) break;
     const promoteFrom = picks.filter((p) => p.recompute).length;
-    result.buckets += await refreshTransaction(c, timescale, kinds, schema, picks, opts.recomputeLargeDeltas ?? true);
+    const t = await refreshTransaction(c, timescale, kinds, schema, picks, opts.recomputeLargeDeltas ?? true);
+    result.buckets += t.dealt;
+    if (t.serviceOnly) result.serviceOnlyDeltas++;
     result.promoted += picks.filter((p) => p.recompute).length - promoteFrom;
     result.hours += picks.length;
     result.transactions++;
@@ -299,7 +303,7 @@ async function promoteLargeDeltas(c: PoolClient, picks: Pick[]): Promise<void> {
  */
 async function refreshTransaction(
   c: PoolClient, timescale: boolean, kinds: RollupKinds, schema: Schema, picks: Pick[], promote: boolean,
-): Promise<number> {
+): Promise<{ dealt: number; serviceOnly: boolean }> {
   const keys = [picks.map((p) => p.project_id), picks.map((p) => p.bucket.toISOString())];
   // Continuous aggregates refresh outside a transaction block, over whole hour ranges (every
   // project of an hour): the picked hours. An entry changed after this read, or of an hour
@@ -315,6 +319,7 @@ async function refreshTransaction(
 
   await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
   let done: Entry[];
+  let serviceOnlyDelta = false;
   try {
     await c.query('CREATE TEMP TABLE tm_pick (project_id text, bucket timestamptz, recompute boolean) ON COMMIT DROP');
     await c.query('INSERT INTO tm_pick SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bool[])', [...keys, picks.map((p) => p.recompute)]);
@@ -324,7 +329,8 @@ async function refreshTransaction(
     // entries, one at a time; or a delta hour promoted to a recompute just now)
     const due = picks.filter((p) => p.recompute);
     const picked = schema.deltas ? await pickDeltaRows(c) : 0;
-    const sketchHours = picked > 0 ? await applyDeltas(c, fnRelations) : [];
+    const { sketchHours, serviceOnly } = picked > 0 ? await applyDeltas(c, fnRelations) : { sketchHours: [], serviceOnly: false };
+    serviceOnlyDelta = serviceOnly;
     // Hours now exact in the rollups: logged, no rebuild entry, no delta row left in this snapshot.
     await c.query(schema.deltas ? `CREATE TEMP TABLE tm_completed ON COMMIT DROP AS
       SELECT DISTINCT h.project_id, h.bucket FROM (
@@ -381,5 +387,5 @@ async function refreshTransaction(
       [done.map((e) => e.project_id), done.map((e) => e.bucket.toISOString()), done.map((e) => e.shard), done.map((e) => e.version)],
     );
   }
-  return dealt;
+  return { dealt, serviceOnly: serviceOnlyDelta };
 }

@@ -112,10 +112,19 @@ export function trackEvent(b: OpBatch, op: QueuedTrack): void {
 
 // ---- what one sessionized event adds (SESSION_ROWS) --------------------------------------
 
-/** session_end rows of the sessions the event ended (it came 30+ minutes after them); no end check due. */
+/**
+ * session_end rows of the sessions the event ended (it came 30+ minutes after them); no end
+ * check due. Such a session, unchanged in this batch before, changes only in `ended` (as
+ * an end check's): marked so, it logs no delta of its own (finishBatch).
+ */
 export function endPrevious(b: OpBatch, s: SessionStep): void {
   for (const ended of s.ended) {
-    if (ended.id !== s.session.id) b.events.push(sessionEvent('session_end', ended, null));
+    if (ended.id === s.session.id) {
+      b.opened.delete(ended.id);
+      continue;
+    }
+    b.events.push(sessionEvent('session_end', ended, null));
+    if (!b.sessions.has(ended.id)) b.endedOnly.set(ended.id, ended);
     b.opened.delete(ended.id);
   }
 }

@@ -143,6 +143,19 @@ test('a 30-minute gap: session_end of the old session at its last event time, th
   assert.equal(byId.get(fresh)!.ended, false);
   assert.equal(byId.get(fresh)!.dims.device, 'mobile');
   assert.deepEqual(out.opened.map((s) => s.id), [fresh], 'the ended session needs no end check');
+  assert.deepEqual(out.endedOnlySessionIds, [], 'the ended session had events of this batch');
+});
+
+test("a session ended by a later event's 30-minute gap, unchanged in the batch before, is ended only", async () => {
+  const h = new Harness();
+  const first = await h.batch([view(T0, 'https://shop.example/a'), view(T0 + 60_000, 'https://shop.example/b')]);
+  const old = first.sessions[0]!.id;
+  const out = await h.batch([view(T0 + 60_000 + TIMEOUT, 'https://shop.example/c')]);
+  assert.deepEqual(names(out.events), ['session_end', 'session_start', 'screen_view']);
+  const ended = out.sessions.find((s) => s.id === old)!;
+  assert.equal(ended.ended, true);
+  assert.deepEqual({ ...ended, ended: false, updatedAtMs: 0 }, { ...first.sessions[0]!, updatedAtMs: 0 }, 'nothing but its end changed');
+  assert.deepEqual(out.endedOnlySessionIds, [old], 'its end is its only change: no session delta to log');
 });
 
 test('a session_check op ends an idle session (and only that)', async () => {
