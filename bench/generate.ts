@@ -485,10 +485,9 @@ async function main(): Promise<void> {
   )).rows[0]!;
   log(`loaded ${counts.events.toLocaleString('en')} events, ${counts.sessions.toLocaleString('en')} sessions`);
 
-  // Each session's funnel steps, as the sessionizer keeps them; every session has them, so
-  // the funnel may read them for any period.
+  // Each session's funnel steps, as the sessionizer keeps them (the database was new, so the
+  // funnel reads them for any period: sql/036).
   const withSteps = await fillSessionSteps(pool);
-  await pool.query("UPDATE session_steps_since SET since = '1970-01-01T00:00:00Z'");
   log(`${withSteps.toLocaleString('en')} sessions' funnel steps set`);
 
   // Identified profiles ('user-<n>'): one stored row each, as an identify call makes, named

@@ -12,7 +12,8 @@
 --   step_last_at
 --
 -- Sessions written before this migration carry no steps; `session_steps_since` holds when it
--- ran, and a funnel over a period that begins earlier reads the events instead.
+-- ran, and a funnel over a period that begins earlier reads the events instead. On a new
+-- database (no session yet) every session will carry them: the epoch.
 ALTER TABLE sessions
   ADD COLUMN IF NOT EXISTS step_names text[],
   ADD COLUMN IF NOT EXISTS step_first_at timestamptz,
@@ -31,7 +32,9 @@ CREATE TABLE IF NOT EXISTS session_steps_since (
   only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
   since    timestamptz NOT NULL
 );
-INSERT INTO session_steps_since (since) VALUES (now()) ON CONFLICT DO NOTHING;
+INSERT INTO session_steps_since (since)
+SELECT CASE WHEN EXISTS (SELECT 1 FROM sessions) THEN now() ELSE timestamptz '1970-01-01 00:00:00+00' END
+ON CONFLICT DO NOTHING;
 
 -- The few sessions whose steps span more than a day: one that crosses the start of a period
 -- began its steps before the day that the index range above reads.

@@ -41,6 +41,10 @@ test('migrating a database with events and sessions to the rollup release logs t
 
     const { applied } = await migrate(db);
     assert.ok(applied.includes('009_event_rollups.sql'), applied.join(', '));
+    // (sql/036) The sessions written before carry no funnel steps: the steps answer only
+    // periods that begin after the upgrade (on a new database, any period).
+    const since = (await db.query<{ since: Date }>('SELECT since FROM session_steps_since')).rows[0]!.since;
+    assert.ok(since.getTime() > later.getTime(), `steps since ${since.toISOString()}`);
     const logged = (await db.query<{ bucket: Date }>("SELECT DISTINCT bucket FROM rollup_invalidations WHERE project_id = 'p' ORDER BY bucket")).rows.map((r) => r.bucket.getTime());
     const hour = (d: Date) => Math.floor(d.getTime() / 3_600_000) * 3_600_000;
     // ... and (sql/018) the first hour of the session's local day (project timezone UTC), so
