@@ -147,7 +147,9 @@ function updateViewDurations(q: Statement, d: ShardBatch['viewDurations']): void
      WHERE e.created_at = u.at AND e.id = u.id`);
 }
 
-const SESSION_COLUMNS: [string, string, (s: SessionState) => unknown][] = [
+/** A sessions column: its name, the element type of its unnest parameter, its value, and its own type when that differs. */
+type SessionColumn = [string, string, (s: SessionState) => unknown, string?];
+const SESSION_COLUMNS: SessionColumn[] = [
   ['id', 'uuid', (s) => s.id],
   ['project_id', 'text', (s) => s.projectId],
   ['device_id', 'text', (s) => s.deviceId],
@@ -167,11 +169,11 @@ const SESSION_COLUMNS: [string, string, (s: SessionState) => unknown][] = [
   ['last_event_id', 'uuid', (s) => s.lastEvent?.id ?? null],
   ['last_event_is_view', 'bool', (s) => s.lastEvent?.isScreenView ?? false],
   ['updated_at', 'timestamptz', (s) => new Date(s.updatedAtMs).toISOString()],
-  // a text[] literal per session (an array of arrays would need equal lengths), cast back below
-  ['step_names', 'text', (s) => (s.stepNames === null ? null : arrayLiteral(s.stepNames))],
+  // a text[] literal per session (an array of arrays would need equal lengths), cast back
+  ['step_names', 'text', (s) => (s.stepNames === null ? null : arrayLiteral(s.stepNames)), 'text[]'],
   ['step_first_at', 'timestamptz', (s) => (s.stepFirstAt === null ? null : new Date(s.stepFirstAt).toISOString())],
   ['step_last_at', 'timestamptz', (s) => (s.stepLastAt === null ? null : new Date(s.stepLastAt).toISOString())],
-  ...SESSION_DIMENSIONS.map((d): [string, string, (s: SessionState) => unknown] => [d, 'text', (s) => s.dims[d]]),
+  ...SESSION_DIMENSIONS.map((d): SessionColumn => [d, 'text', (s) => s.dims[d]]),
 ];
 const SESSION_MUTABLE = [
   'profile_id', 'last_event_at', 'duration_ms', 'ended', 'entry_origin', 'entry_path', 'exit_origin', 'exit_path',
@@ -183,7 +185,7 @@ function upsertSessions(q: Statement, sessions: SessionState[]): void {
   if (!sessions.length) return;
   const unnest = SESSION_COLUMNS.map(([, t, get]) => `${q.p(sessions.map(get))}::${t}[]`).join(', ');
   const names = SESSION_COLUMNS.map(([n]) => n).join(', ');
-  const values = SESSION_COLUMNS.map(([n]) => (n === 'step_names' ? 'u.step_names::text[]' : `u.${n}`)).join(', ');
+  const values = SESSION_COLUMNS.map(([n, , , stored]) => (stored ? `u.${n}::${stored}` : `u.${n}`)).join(', ');
   q.cte('sessions_up', `INSERT INTO sessions (${names})
      SELECT ${values} FROM unnest(${unnest}) AS u(${names})
      ON CONFLICT (started_at, id) DO UPDATE SET ${SESSION_MUTABLE.map((n) => `${n} = EXCLUDED.${n}`).join(', ')}`);
