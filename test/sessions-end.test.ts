@@ -1,10 +1,11 @@
-// Session end by the BullMQ check: SESSION_TIMEOUT_MINUTES has no sub-minute setting, so
+// Session end by the BullMQ sweeps: SESSION_TIMEOUT_MINUTES has no sub-minute setting, so
 // the worker side (JobRunner, SessionEndScheduler, ShardManager/ShardRunner) is built here
 // with a 1.5 s timeout, behind a real API (startApp with the api role only).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { Queue } from 'bullmq';
 import { SaltKeeper } from '../internal/ingest/identity';
-import { JobRunner } from '../internal/jobs/jobs';
+import { JobRunner, sweepSlotMs } from '../internal/jobs/jobs';
 import type { QueuedOp, QueuedTrack } from '../internal/model/event';
 import { createLogger } from '../internal/obs/log';
 import { redisKeys } from '../internal/redis/redis';
@@ -73,11 +74,12 @@ const sessionsOf = async (deviceId: string) =>
 const endsOf = async (sessionId: string) =>
   (await env.db.query("SELECT created_at FROM events WHERE session_id = $1 AND name = 'session_end'", [sessionId])).rows.map((r) => r.created_at.getTime());
 
-test('an idle live session is ended by the BullMQ check: session_end row at its last event, ended = true', { timeout: 30_000 }, async () => {
+test('an idle live session is ended by the BullMQ sweep: session_end row at its last event, ended = true', { timeout: 30_000 }, async () => {
   const t0 = Date.now() - 60_000;
   const dev = await send('81.2.69.160', 'screen_view', t0, '/a');
   await waitFor(async () => (await sessionsOf(dev)).length === 1, { what: 'session row' });
-  // A second event while the first check is pending: the check is pushed back (rescheduled).
+  // A second event while the first sweep is pending: that sweep finds it active and the chain
+  // of sweeps comes back when it falls due.
   await sleep(700);
   await send('81.2.69.160', 'click', t0 + 700);
   const [s] = (await waitFor(async () => {
@@ -88,6 +90,34 @@ test('an idle live session is ended by the BullMQ check: session_end row at its 
   assert.equal(s.last_event_at.getTime(), t0 + 700);
   assert.ok(Date.now() - s.updated_at.getTime() >= TIMEOUT_MS, 'ended only after the idle timeout of wall time');
   assert.deepEqual(await endsOf(s.id), [t0 + 700]);
+});
+
+test('sessions that fall due together share one delayed sweep, and every one of them ends', { timeout: 30_000 }, async () => {
+  const u = new URL(env.config().REDIS_URL);
+  const queue = new Queue('session-end', { connection: { host: u.hostname, port: Number(u.port || 6379) }, prefix: `${env.namespace}:bull` });
+  try {
+    const t0 = Date.now() - 60_000;
+    const devices: string[] = [];
+    const ips = Array.from({ length: 24 }, (_, i) => `81.2.70.${10 + i}`);
+    await Promise.all(ips.map(async (ip, i) => devices.push(await send(ip, 'screen_view', t0 + i, `/many/${i}`))));
+    await waitFor(async () => {
+      const r = await env.db.query('SELECT count(*)::int AS n FROM sessions WHERE device_id = ANY($1)', [devices]);
+      return r.rows[0].n === devices.length;
+    }, { what: 'the 24 sessions written' });
+    // Written within a few batches: their due times fall in a slot or two, one job each (a
+    // job per session before), whatever else the chain of sweeps has waiting.
+    const jobs = (await queue.getJobs(['delayed', 'wait', 'active'])).filter((j) => j?.name === 'sweep');
+    const slots = new Set(jobs.map((j) => j!.data.slot as number));
+    assert.ok(jobs.length <= 4, `${jobs.length} sweep jobs waiting for 24 sessions`);
+    assert.ok([...slots].every((s) => s % sweepSlotMs(TIMEOUT_MS) === 0), 'jobs are per slot');
+    const ended = await waitFor(async () => {
+      const r = await env.db.query('SELECT id, last_event_at FROM sessions WHERE device_id = ANY($1) AND ended', [devices]);
+      return r.rows.length === devices.length ? r.rows : null;
+    }, { timeoutMs: 15_000, what: 'all 24 sessions ended' });
+    for (const s of ended!) assert.deepEqual(await endsOf(s.id), [s.last_event_at.getTime()], 'one session_end at its last event');
+  } finally {
+    await queue.close();
+  }
 });
 
 test(

@@ -1,6 +1,16 @@
-// BullMQ: the delayed session-end checks and the periodic jobs (salt rotation, retention,
+// BullMQ: the delayed session-end sweeps and the periodic jobs (salt rotation, retention,
 // rollup refresh). Queue names and keys carry the namespace.
-import { Queue, Worker, type ConnectionOptions, type Job } from 'bullmq';
+//
+// Session ends: a session is due a check when it has been idle for the timeout (wall time).
+// A committed batch asks for one delayed job per slot (a few seconds wide) in which its
+// opened sessions fall due, not one per session: the job id is the slot, so the sessions of
+// many batches share it. The job reads the idle open sessions (sessions_open_idx) and
+// publishes their checks, many to a message, onto each device's shard, where the owner
+// decides in order with the device's events (op-steps.ts checkSessionEnd). The periodic
+// sweep does the same as a backstop (a slot job lost with Redis' data).
+import { createHash } from 'node:crypto';
+import { Queue, Worker, type ConnectionOptions } from 'bullmq';
+import { LRUCache } from 'lru-cache';
 import type { Bus } from '../bus/bus';
 import { shardOf } from '../bus/bus';
 import { encodeBatch } from '../bus/message';
@@ -8,14 +18,24 @@ import type { QueuedSessionCheck } from '../model/event';
 import type { Logger } from '../obs/log';
 import type { SessionState } from '../sessionize/session';
 import type { Pool } from '../store/db';
-import { applyRetention, idleOpenSessions, sessionForEndCheck } from '../store/maintenance';
+import { applyRetention, idleOpenSessions, oldestActiveOpenSession, type IdleSession } from '../store/maintenance';
 import type { SaltKeeper } from '../ingest/identity';
 
-interface SessionEndJob {
-  sessionId: string;
-  projectId: string;
-  deviceId: string;
+/** The width of a sweep slot: a session ends at most this much after its idle timeout. */
+export function sweepSlotMs(timeoutMs: number): number {
+  return Math.min(5000, Math.max(250, Math.round(timeoutMs / 60)));
 }
+
+/** The slot (its end, ms) in which a session written at `updatedAtMs` falls due. */
+export function sweepSlotOf(updatedAtMs: number, timeoutMs: number): number {
+  const w = sweepSlotMs(timeoutMs);
+  return Math.ceil((updatedAtMs + timeoutMs) / w) * w;
+}
+
+/** Checks a message carries at most (the worker takes a message larger than its batch alone). */
+export const CHECKS_PER_MESSAGE = 500;
+/** Idle sessions a sweep reads a page. */
+const SWEEP_PAGE = 2000;
 
 interface PeriodicTask {
   name: string;
@@ -49,20 +69,28 @@ const connectionFor = (url: string): ConnectionOptions => {
   };
 };
 
-/** The producer side, used by the shard runner: one delayed check per opened session. */
+/** The producer side, used by the shard runner: one delayed sweep per slot in which opened sessions fall due. */
 class SessionEndScheduler {
-  readonly queue: Queue<SessionEndJob>;
+  readonly queue: Queue;
   constructor(redisUrl: string, namespace: string, private readonly timeoutMs: number) {
-    this.queue = new Queue<SessionEndJob>('session-end', { connection: connectionFor(redisUrl), prefix: `${namespace}:bull` });
+    this.queue = new Queue('session-end', { connection: connectionFor(redisUrl), prefix: `${namespace}:bull` });
     this.queue.on('error', () => {});
   }
 
-  async schedule(sessions: SessionState[]): Promise<void> {
+  /** A sweep in the slot of each session's due time (one job per slot however many sessions). */
+  schedule(sessions: SessionState[]): Promise<void> {
+    return this.scheduleSlots(sessions.map((s) => sweepSlotOf(s.updatedAtMs, this.timeoutMs)));
+  }
+
+  async scheduleSlots(slots: number[]): Promise<void> {
+    if (!slots.length) return;
+    const now = Date.now();
+    // A slot's job already waiting makes the add a no-op (same job id).
     await this.queue.addBulk(
-      sessions.map((s) => ({
-        name: 'check',
-        data: { sessionId: s.id, projectId: s.projectId, deviceId: s.deviceId },
-        opts: { jobId: `${s.id}-${s.updatedAtMs}`, delay: this.timeoutMs, removeOnComplete: true, removeOnFail: 1000 },
+      [...new Set(slots)].map((slot) => ({
+        name: 'sweep',
+        data: { slot },
+        opts: { jobId: `sweep-${slot}`, delay: Math.max(0, slot - now), removeOnComplete: true, removeOnFail: 1000 },
       })),
     );
   }
@@ -86,7 +114,12 @@ export class JobRunner {
   async start(): Promise<void> {
     const connection = connectionFor(this.o.redisUrl);
     const prefix = `${this.o.namespace}:bull`;
-    const sessionEnd = new Worker<SessionEndJob>('session-end', (job) => this.checkSessionEnd(job), { connection, prefix, concurrency: 8 });
+    const sessionEnd = new Worker(
+      'session-end',
+      // 'sweep', or a per-session 'check' an earlier version scheduled: either way, a sweep.
+      () => this.sweep(),
+      { connection, prefix, concurrency: 1 },
+    );
     sessionEnd.on('error', (err) => this.o.log.warn({ err }, 'session-end worker error'));
     this.workers.push(sessionEnd);
 
@@ -133,39 +166,60 @@ export class JobRunner {
     await this.o.salts.prune(now);
   }
 
-  /** Idle open sessions whose check was never scheduled get one now (job ids dedupe). */
+  /** Checks published in the last minutes (session id and idle period): a sweep skips them. */
+  private readonly published = new LRUCache<string, true>({ max: 200_000, ttl: 120_000 });
+
+  /**
+   * The idle open sessions' checks, published onto their devices' shards, many to a message
+   * (a slot's job and the periodic sweep); a session whose check went out in the last two
+   * minutes is left to it. Then the sweep of the slot in which the oldest open session that is
+   * not idle yet falls due: a session that continued after its first check (no new session,
+   * so no batch asks for its slot) is covered by this chain. Returns the checks published.
+   */
   async sweep(): Promise<number> {
-    const idle = await idleOpenSessions(this.o.db, this.o.timeoutMs);
-    if (!idle.length) return 0;
-    await this.scheduler.queue.addBulk(
-      idle.map((s) => ({
-        name: 'check',
-        data: { sessionId: s.sessionId, projectId: s.projectId, deviceId: s.deviceId },
-        opts: { jobId: `${s.sessionId}-${s.updatedAtMs}-sweep`, removeOnComplete: true, removeOnFail: 1000 },
-      })),
-    );
-    return idle.length;
+    let published = 0;
+    let after: IdleSession | undefined;
+    for (;;) {
+      const page = await idleOpenSessions(this.o.db, this.o.timeoutMs, SWEEP_PAGE, after);
+      const due = page.filter((s) => !this.published.has(`${s.sessionId}-${s.updatedAtMs}`));
+      await this.publishChecks(due);
+      for (const s of due) this.published.set(`${s.sessionId}-${s.updatedAtMs}`, true);
+      published += due.length;
+      if (page.length < SWEEP_PAGE) break;
+      after = page[page.length - 1];
+    }
+    const next = await oldestActiveOpenSession(this.o.db, this.o.timeoutMs);
+    if (next !== null) {
+      // A slot still to come (this job's own slot, or one that passed, would be a no-op add).
+      const w = sweepSlotMs(this.o.timeoutMs);
+      await this.scheduler.scheduleSlots([Math.max(sweepSlotOf(next, this.o.timeoutMs), (Math.floor(Date.now() / w) + 1) * w)]);
+    }
+    return published;
   }
 
-  private async checkSessionEnd(job: Job<SessionEndJob>): Promise<string> {
-    const s = await sessionForEndCheck(this.o.db, job.data.sessionId);
-    if (!s || s.ended) return 'already ended';
-    const idle = Date.now() - s.updatedAtMs;
-    if (idle < this.o.timeoutMs) {
-      await this.scheduler.queue.add('check', job.data, {
-        jobId: `${job.data.sessionId}-${s.updatedAtMs}`, delay: this.o.timeoutMs - idle, removeOnComplete: true, removeOnFail: 1000,
-      });
-      return 'rescheduled';
-    }
-    // The shard owner decides, in order with the device's events.
-    const op: QueuedSessionCheck = {
-      // One check per idle period: a reopened session's next check is a new message, not a duplicate.
-      kind: 'session_check', id: `check-${job.data.sessionId}-${s.updatedAtMs}`, projectId: job.data.projectId, deviceId: job.data.deviceId,
-      receivedAt: new Date().toISOString(), sessionId: job.data.sessionId,
-    };
+  private async publishChecks(sessions: IdleSession[]): Promise<void> {
     const { bus } = this.o;
-    await bus.publish(bus.subjectFor(op.projectId, shardOf(op.deviceId, bus.opts.shards)), encodeBatch([JSON.stringify(op)]), op.id);
-    return 'checked';
+    const bySubject = new Map<string, string[]>();
+    const receivedAt = new Date().toISOString();
+    for (const s of sessions) {
+      const op: QueuedSessionCheck = {
+        // One check per idle period: a reopened session's next check is another op.
+        kind: 'session_check', id: `check-${s.sessionId}-${s.updatedAtMs}`, projectId: s.projectId, deviceId: s.deviceId,
+        receivedAt, sessionId: s.sessionId,
+      };
+      const subject = bus.subjectFor(s.projectId, shardOf(s.deviceId, bus.shards));
+      const list = bySubject.get(subject) ?? [];
+      list.push(JSON.stringify(op));
+      bySubject.set(subject, list);
+    }
+    for (const [subject, ops] of bySubject) {
+      for (let i = 0; i < ops.length; i += CHECKS_PER_MESSAGE) {
+        const chunk = ops.slice(i, i + CHECKS_PER_MESSAGE);
+        // The same checks again within JetStream's duplicate window (a retried publish) are one message.
+        const msgId = `checks-${createHash('sha1').update(chunk.join('\n')).digest('hex')}`;
+        await bus.publish(subject, encodeBatch(chunk), msgId);
+      }
+    }
   }
 
   async close(): Promise<void> {

@@ -3,12 +3,6 @@ import { transaction, type Pool } from './db';
 import { PARTITION_LOCK_TIMEOUT_MS } from './partitions';
 import { rollupKinds } from './rollups';
 
-export async function sessionForEndCheck(db: Pool, sessionId: string): Promise<{ ended: boolean; updatedAtMs: number } | null> {
-  const r = await db.query<{ ended: boolean; updated_at: Date }>('SELECT ended, updated_at FROM sessions WHERE id = $1 LIMIT 1', [sessionId]);
-  const row = r.rows[0];
-  return row ? { ended: row.ended, updatedAtMs: row.updated_at.getTime() } : null;
-}
-
 /** Deletes raw events and sessions older than `days` (0 keeps everything). */
 export async function applyRetention(db: Pool, days: number): Promise<{ events: number; sessions: number }> {
   if (days <= 0) return { events: 0, sessions: 0 };
@@ -72,14 +66,36 @@ async function dropPartition(db: Pool, name: string): Promise<void> {
 }
 
 /** Open sessions idle for at least `idleMs` of wall time (the sweep's candidates). */
-export async function idleOpenSessions(db: Pool, idleMs: number, limit = 1000): Promise<{ sessionId: string; projectId: string; deviceId: string; updatedAtMs: number }[]> {
+export interface IdleSession {
+  sessionId: string;
+  projectId: string;
+  deviceId: string;
+  updatedAtMs: number;
+}
+
+/**
+ * Open sessions not written for `idleMs` of wall time, oldest first, at most `limit`, after
+ * `after` (the last one of the page before: a keyset over sessions_open_idx).
+ */
+export async function idleOpenSessions(db: Pool, idleMs: number, limit = 1000, after?: { updatedAtMs: number; sessionId: string }): Promise<IdleSession[]> {
   const r = await db.query<{ id: string; project_id: string; device_id: string; updated_at: Date }>(
     `SELECT id, project_id, device_id, updated_at FROM sessions
      WHERE NOT ended AND updated_at < now() - make_interval(secs => $1::float8 / 1000)
-     ORDER BY updated_at LIMIT $2`,
-    [idleMs, limit],
+       AND ($3::timestamptz IS NULL OR (updated_at, id) > ($3::timestamptz, $4::uuid))
+     ORDER BY updated_at, id LIMIT $2`,
+    [idleMs, limit, after ? new Date(after.updatedAtMs).toISOString() : null, after?.sessionId ?? null],
   );
   return r.rows.map((x) => ({ sessionId: x.id, projectId: x.project_id, deviceId: x.device_id, updatedAtMs: x.updated_at.getTime() }));
+}
+
+/** The last write (ms) of the open session written longest ago that is not idle yet (null: none). */
+export async function oldestActiveOpenSession(db: Pool, idleMs: number): Promise<number | null> {
+  const r = await db.query<{ at: Date | null }>(
+    `SELECT min(updated_at) AS at FROM sessions
+     WHERE NOT ended AND updated_at >= now() - make_interval(secs => $1::float8 / 1000)`,
+    [idleMs],
+  );
+  return r.rows[0]?.at ? r.rows[0].at.getTime() : null;
 }
 
 /** Durable daily salts (see internal/ingest/identity.ts SaltKeeper). */
