@@ -166,12 +166,18 @@ export class JobRunner {
     await this.o.salts.prune(now);
   }
 
-  /** Checks published in the last minutes (session id and idle period): a sweep skips them. */
-  private readonly published = new LRUCache<string, true>({ max: 200_000, ttl: 120_000 });
+  /**
+   * Checks published in the last 30 minutes (session id and idle period): a sweep skips them.
+   * A published check is stored in JetStream and will be applied, so publishing it again only
+   * adds to a backlog (a worker down for an hour would otherwise be sent every idle session's
+   * check at every sweep). A session still open after its check was applied has been written
+   * since (another idle period: another key), or its device moved on to a newer session.
+   */
+  private readonly published = new LRUCache<string, true>({ max: 200_000, ttl: 30 * 60_000 });
 
   /**
    * The idle open sessions' checks, published onto their devices' shards, many to a message
-   * (a slot's job and the periodic sweep); a session whose check went out in the last two
+   * (a slot's job and the periodic sweep); a session whose check went out in the last 30
    * minutes is left to it. Then the sweep of the slot in which the oldest open session that is
    * not idle yet falls due: a session that continued after its first check (no new session,
    * so no batch asks for its slot) is covered by this chain. Returns the checks published.
