@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { funnelReached, funnelSql, parseFunnelParams } from '../internal/insights/funnel';
-import { readStepsSummary } from '../internal/insights/funnel-steps';
+import { readStepsSummary, stepInstants } from '../internal/insights/funnel-steps';
 import { SqlParams } from '../internal/query/filters';
 import type { Queryable } from '../internal/query/source';
 import { fillSessionSteps } from '../internal/store/session-steps';
@@ -167,14 +167,7 @@ test("the worker's steps equal those worked out from the stored events, and a bo
     await fillSessionSteps(c);
     const worked = await read(c);
     // one instant's names in either order mean the same: compare each instant as a sorted set
-    const instants = (names: string[]) => {
-      const out: string[][] = [];
-      for (let i = 0; i < names.length; i++) {
-        if (names[i] === '') out[out.length - 1]!.push(names[++i]!);
-        else out.push([names[i]!]);
-      }
-      return out.map((x) => x.sort().join('+'));
-    };
+    const instants = (names: string[]) => stepInstants(names).map((x) => x.sort().join('+'));
     let compared = 0;
     for (const [id, w] of written) {
       const ref = worked.get(id)!;

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseFunnelParams } from './funnel';
-import { levelOfSteps, stepsSummaryApplies } from './funnel-steps';
+import { levelOfSteps, stepInstants, stepsSummaryApplies } from './funnel-steps';
 
 test('levels: in order, other events between ignored, one step per instant, a repeated step needs its own event', () => {
   const steps = ['a', 'b', 'c'];
@@ -17,19 +17,9 @@ test('levels: in order, other events between ignored, one step per instant, a re
   assert.equal(levelOfSteps(['a', '', 'a'], ['a', 'a']), 1);
 });
 
-/** Instants (sets of names) from the encoding. */
-function instants(names: readonly string[]): string[][] {
-  const out: string[][] = [];
-  for (let i = 0; i < names.length; i++) {
-    if (names[i] === '') out[out.length - 1]!.push(names[++i]!);
-    else out.push([names[i]!]);
-  }
-  return out;
-}
-
 /** The longest prefix of steps matched at strictly increasing instants, by trying every chain. */
 function bruteLevel(names: readonly string[], steps: readonly string[]): number {
-  const at = instants(names);
+  const at = stepInstants(names);
   const best = (from: number, k: number): number => {
     if (k === steps.length) return k;
     let b = k;

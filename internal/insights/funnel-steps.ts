@@ -49,6 +49,16 @@ export function levelOfSteps(names: readonly string[], steps: readonly string[])
   return level;
 }
 
+/** The instants of a session's step names ('' before a name at the instant of the one before): the names of each, in order. */
+export function stepInstants(names: readonly string[]): string[][] {
+  const out: string[][] = [];
+  for (let i = 0; i < names.length; i++) {
+    if (names[i] === '') out[out.length - 1]!.push(names[++i]!);
+    else out.push([names[i]!]);
+  }
+  return out;
+}
+
 export interface StepsSummary {
   /** Sessions answered from their steps that reached each step. */
   reached: number[];
