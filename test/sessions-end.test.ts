@@ -23,6 +23,8 @@ let api: Awaited<ReturnType<typeof startApp>>;
 let writer: Credentials;
 let worker: TestWorker;
 let timescale = false;
+/** Checks the sweeps published (JobRunner's onChecks, the tidemark_session_end_checks_total counter). */
+let checksPublished = 0;
 /** Session ids whose end-check scheduling is made to fail (a Redis blip, or a crash right after the commit). */
 const failScheduleFor = new Set<string>();
 
@@ -37,7 +39,7 @@ before(async () => {
     jobs: async (c) => {
       const jobs = new JobRunner({
         redisUrl: env.config().REDIS_URL, namespace: env.namespace, bus: c.bus, db: c.db, salts: new SaltKeeper(c.redis, redisKeys(env.namespace)),
-        log: createLogger('silent'), timeoutMs: TIMEOUT_MS, retentionDays: 0,
+        log: createLogger('silent'), timeoutMs: TIMEOUT_MS, retentionDays: 0, onChecks: (n) => { checksPublished += n; },
       });
       await jobs.start();
       return jobs;
@@ -97,6 +99,7 @@ test('sessions that fall due together share one delayed sweep, and every one of 
   const queue = new Queue('session-end', { connection: { host: u.hostname, port: Number(u.port || 6379) }, prefix: `${env.namespace}:bull` });
   try {
     const t0 = Date.now() - 60_000;
+    const checksBefore = checksPublished;
     const devices: string[] = [];
     const ips = Array.from({ length: 24 }, (_, i) => `81.2.70.${10 + i}`);
     await Promise.all(ips.map(async (ip, i) => devices.push(await send(ip, 'screen_view', t0 + i, `/many/${i}`))));
@@ -115,6 +118,7 @@ test('sessions that fall due together share one delayed sweep, and every one of 
       return r.rows.length === devices.length ? r.rows : null;
     }, { timeoutMs: 15_000, what: 'all 24 sessions ended' });
     for (const s of ended!) assert.deepEqual(await endsOf(s.id), [s.last_event_at.getTime()], 'one session_end at its last event');
+    assert.ok(checksPublished - checksBefore >= devices.length, `${checksPublished - checksBefore} checks counted for ${devices.length} ended sessions`);
   } finally {
     await queue.close();
   }

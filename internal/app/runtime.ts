@@ -209,6 +209,7 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
     jobs = new JobRunner({
       redisUrl: cfg.REDIS_URL, namespace: cfg.TIDEMARK_NAMESPACE, bus, db, salts, log,
       timeoutMs: cfg.SESSION_TIMEOUT_MINUTES * 60_000, retentionDays: cfg.RETENTION_DAYS,
+      onChecks: (n) => metrics.sessionEndChecks.inc(n),
       periodic: [
         {
           name: 'rollup-refresh', every: { everyMs: 10_000 },

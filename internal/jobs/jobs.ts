@@ -55,6 +55,8 @@ interface JobsOptions {
   retentionDays: number;
   /** Extra periodic tasks (e.g. rollup refresh). */
   periodic?: PeriodicTask[];
+  /** Told how many session-end checks a sweep published (tidemark_session_end_checks_total). */
+  onChecks?: (n: number) => void;
 }
 
 const connectionFor = (url: string): ConnectionOptions => {
@@ -191,6 +193,7 @@ export class JobRunner {
       await this.publishChecks(due);
       for (const s of due) this.published.set(`${s.sessionId}-${s.updatedAtMs}`, true);
       published += due.length;
+      if (due.length) this.o.onChecks?.(due.length);
       if (page.length < SWEEP_PAGE) break;
       after = page[page.length - 1];
     }

@@ -198,6 +198,7 @@ export function createMetrics(o: { processMetrics?: boolean } = {}) {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: r,
     }),
     workerEvents: new Counter({ name: 'tidemark_worker_events_total', help: 'Events written by workers', registers: r }),
+    sessionEndChecks: new Counter({ name: 'tidemark_session_end_checks_total', help: 'Checks of idle sessions published by the session-end sweeps', registers: r }),
     streamRecreated: new Counter({ name: 'tidemark_stream_recreated_total', help: 'Times this process found the JetStream stream missing and created it again', registers: r }),
     positionsRebased: new Counter({ name: 'tidemark_shard_positions_rebased_total', help: 'Shard positions moved because the stream is another instance or lost its tail', registers: r }),
     workerErrors: new Counter({ name: 'tidemark_worker_batch_errors_total', help: 'Worker batches that failed and were retried', labelNames: ['kind'], registers: r }),
