@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { QueuedOp } from '../model/event';
-import { decodeBatch, encodeBatch, encodeCompressed, ENVELOPE_BYTES } from './message';
+import { decodeBatch, encodeBatch, encodeCompressed, ENVELOPE_BYTES, packBatches } from './message';
 
 const op = (i: number): QueuedOp => ({
   kind: 'identify', id: `id-${i}`, projectId: 'p', deviceId: 'd', receivedAt: '2026-01-01T00:00:00Z',
@@ -31,4 +31,21 @@ test('a message read from a view into a larger buffer decodes only its own bytes
   const outer = Buffer.concat([Buffer.from('garbage'), data, Buffer.from('tail')]);
   const view = new Uint8Array(outer.buffer, outer.byteOffset + 7, data.length);
   assert.deepEqual(decodeBatch(view).ops, [op(7)]);
+});
+
+test('packBatches: every op once, in order, each message within the byte and op limits', () => {
+  const ops = Array.from({ length: 1234 }, (_, i) => JSON.stringify({ kind: 'session_check', id: `check-${i}`, pad: 'x'.repeat(i % 97) }));
+  const maxBytes = 4096;
+  const messages = packBatches(ops, maxBytes, 100);
+  const back = messages.flatMap((m) => {
+    assert.ok(m.length <= maxBytes, `${m.length} bytes`);
+    const ops = decodeBatch(m).ops;
+    assert.ok(ops.length <= 100 && ops.length > 0);
+    return ops.map((o) => JSON.stringify(o));
+  });
+  assert.deepEqual(back, ops);
+  assert.equal(packBatches(ops, 10 * 1024 * 1024, 500).length, 3, 'by count alone: 500, 500, 234');
+  assert.deepEqual(packBatches([], maxBytes, 100), []);
+  const huge = JSON.stringify({ pad: 'y'.repeat(10_000) });
+  assert.equal(packBatches(['{}', huge, '{}'], maxBytes, 100).length, 3, 'an op larger than a message travels alone');
 });

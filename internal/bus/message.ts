@@ -19,6 +19,29 @@ export function encodeBatch(ops: readonly string[]): Buffer {
   return Buffer.from(`${HEAD}${ops.join(',')}${TAIL}`);
 }
 
+/**
+ * `ops` (each already JSON) as few messages as fit: each at most `maxOps` ops and at most
+ * `maxBytes` bytes (the server's max_payload less a margin); an op too large for a message of
+ * its own still gets one (the publish then refuses it, as it would alone).
+ */
+export function packBatches(ops: readonly string[], maxBytes: number, maxOps: number): Buffer[] {
+  const out: Buffer[] = [];
+  let chunk: string[] = [];
+  let bytes = ENVELOPE_BYTES;
+  for (const op of ops) {
+    const size = Buffer.byteLength(op) + 1;
+    if (chunk.length && (chunk.length >= maxOps || bytes + size > maxBytes)) {
+      out.push(encodeBatch(chunk));
+      chunk = [];
+      bytes = ENVELOPE_BYTES;
+    }
+    chunk.push(op);
+    bytes += size;
+  }
+  if (chunk.length) out.push(encodeBatch(chunk));
+  return out;
+}
+
 const deflate = promisify(deflateRaw);
 /** First byte of a compressed message; a JSON message starts with '{'. */
 const COMPRESSED_MARK = Buffer.from([0]);

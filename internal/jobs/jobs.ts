@@ -13,7 +13,7 @@ import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import { LRUCache } from 'lru-cache';
 import type { Bus } from '../bus/bus';
 import { shardOf } from '../bus/bus';
-import { encodeBatch } from '../bus/message';
+import { packBatches } from '../bus/message';
 import type { QueuedSessionCheck } from '../model/event';
 import type { Logger } from '../obs/log';
 import type { SessionState } from '../sessionize/session';
@@ -222,11 +222,9 @@ export class JobRunner {
       bySubject.set(subject, list);
     }
     for (const [subject, ops] of bySubject) {
-      for (let i = 0; i < ops.length; i += CHECKS_PER_MESSAGE) {
-        const chunk = ops.slice(i, i + CHECKS_PER_MESSAGE);
+      for (const data of packBatches(ops, bus.maxPayload - 1024, CHECKS_PER_MESSAGE)) {
         // The same checks again within JetStream's duplicate window (a retried publish) are one message.
-        const msgId = `checks-${createHash('sha1').update(chunk.join('\n')).digest('hex')}`;
-        await bus.publish(subject, encodeBatch(chunk), msgId);
+        await bus.publish(subject, data, `checks-${createHash('sha1').update(data).digest('hex')}`);
       }
     }
   }

@@ -119,13 +119,10 @@ export function trackEvent(b: OpBatch, op: QueuedTrack): void {
  */
 export function endPrevious(b: OpBatch, s: SessionStep): void {
   for (const ended of s.ended) {
-    if (ended.id === s.session.id) {
-      b.opened.delete(ended.id);
-      continue;
-    }
+    b.opened.delete(ended.id);
+    if (ended.id === s.session.id) continue;
     b.events.push(sessionEvent('session_end', ended, null));
     if (!b.sessions.has(ended.id)) b.endedOnly.set(ended.id, ended);
-    b.opened.delete(ended.id);
   }
 }
 
