@@ -1,4 +1,5 @@
-// The command line: projects and clients (semantics.md "Running it"). Results are one line
+// The command line: projects and clients (semantics.md "Running it"), migrations, and the
+// rollups' repair tool (rollup-rebuild.ts). Results are one line
 // of JSON on stdout; anything else goes to stderr.
 import { parseArgs } from 'node:util';
 import type { Config } from '../config/config';
@@ -9,6 +10,7 @@ import { announce as announceChange } from '../redis/announce';
 import { createClient, createProject, getProject, listClients, listProjects, revokeClient, updateProject, type ClientMode, type ProjectPatch } from '../store/accounts';
 import { createPool, ensureDatabase } from '../store/db';
 import { migrate } from '../store/migrate';
+import { firstRawHour, rebuildRollups, RebuildRangeError, type RebuildProgress } from '../store/rollup-rebuild';
 
 export class UsageError extends Error {}
 
@@ -22,6 +24,7 @@ const USAGE = `usage:
   cli client create --project PROJECT_ID [--mode read|write|root (default write)] [--ingest-rate N]
   cli client list [--project PROJECT_ID]
   cli client revoke --id CLIENT_ID
+  cli rollups rebuild --project PROJECT_ID [--from TIME] [--to TIME] [--chunk-hours N]
   cli migrate`;
 
 function isValidTimezone(tz: string): boolean {
@@ -66,6 +69,53 @@ async function announce(cfg: Config, projectId: string): Promise<void> {
   }
 }
 
+/** `--from` / `--to`: an ISO 8601 date or time (a date alone: its UTC midnight). */
+function parseTime(flag: string, raw: string): Date {
+  const t = Date.parse(raw.trim());
+  if (!raw.trim() || Number.isNaN(t)) throw new UsageError(`--${flag}: "${raw}" is not an ISO 8601 date or time (e.g. 2026-11-01 or 2026-11-01T13:00:00Z)`);
+  return new Date(t);
+}
+
+/** One line on stderr per step of a rebuild: hours done of the span's, pace and what is left. */
+function rebuildProgressLine(p: RebuildProgress): string {
+  const pct = p.hoursTotal ? Math.floor((p.hoursDone / p.hoursTotal) * 100) : 100;
+  const perS = p.elapsedMs > 0 ? p.hoursDone / (p.elapsedMs / 1000) : 0;
+  const left = perS > 0 ? ` about ${Math.ceil((p.hoursTotal - p.hoursDone) / perS)} s left,` : '';
+  return `tidemark cli: rollups rebuild ${p.projectId}: ${p.hoursDone}/${p.hoursTotal} hours (${pct}%),${left} at ${p.next.toISOString()}\n`;
+}
+
+async function rollupsRebuild(
+  db: ReturnType<typeof createPool>, cfg: Config, timescale: boolean, values: Record<string, string | boolean | undefined>,
+): Promise<unknown> {
+  const projectId = typeof values.project === 'string' ? values.project.trim() : '';
+  if (!projectId) throw new UsageError('rollups rebuild needs --project');
+  if (!(await getProject(db, projectId))) throw new UsageError(`no project with id "${projectId}"`);
+  const chunkRaw = typeof values['chunk-hours'] === 'string' ? values['chunk-hours'] : undefined;
+  if (chunkRaw !== undefined && !/^[1-9]\d*$/.test(chunkRaw)) throw new UsageError('--chunk-hours must be a whole number of hours, at least 1');
+  const now = new Date();
+  const from = typeof values.from === 'string' ? parseTime('from', values.from) : await firstRawHour(db, projectId);
+  const to = typeof values.to === 'string' ? parseTime('to', values.to) : now;
+  if (!from) return { projectId, from: null, to: to.toISOString(), hours: 0, hoursTotal: 0, resumedFrom: null, seconds: 0 };
+  try {
+    const r = await rebuildRollups(db, {
+      projectId, from, to, timescale, now,
+      chunkHours: chunkRaw === undefined ? undefined : Number(chunkRaw),
+      refresh: {
+        quietMs: cfg.ROLLUP_REFRESH_QUIET_MS, maxDelayMs: cfg.ROLLUP_REFRESH_MAX_DELAY_MS,
+        roundHours: cfg.ROLLUP_REFRESH_ROUND_HOURS, transactionHours: cfg.ROLLUP_REFRESH_TRANSACTION_HOURS,
+      },
+      onProgress: (p) => process.stderr.write(rebuildProgressLine(p)),
+    });
+    return {
+      projectId, from: r.from.toISOString(), to: r.to.toISOString(), hours: r.hours, hoursTotal: r.hoursTotal,
+      resumedFrom: r.resumedFrom?.toISOString() ?? null, seconds: Math.round(r.seconds * 10) / 10,
+    };
+  } catch (err) {
+    if (err instanceof RebuildRangeError) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
 /** Runs one CLI command; returns the value to print as JSON. */
 export async function runCli(argv: string[], cfg: Config): Promise<unknown> {
   const [group, action, ...rest] = argv;
@@ -74,16 +124,18 @@ export async function runCli(argv: string[], cfg: Config): Promise<unknown> {
     options: {
       name: { type: 'string' }, timezone: { type: 'string' }, origins: { type: 'string' },
       project: { type: 'string' }, mode: { type: 'string' }, 'ingest-rate': { type: 'string' }, id: { type: 'string' },
+      from: { type: 'string' }, to: { type: 'string' }, 'chunk-hours': { type: 'string' },
     },
     allowPositionals: true,
     strict: true,
   });
   const cmd = `${group ?? ''} ${action ?? ''}`.trim();
-  const known = ['project create', 'project update', 'project list', 'client create', 'client list', 'client revoke', 'migrate'];
+  const known = ['project create', 'project update', 'project list', 'client create', 'client list', 'client revoke', 'rollups rebuild', 'migrate'];
   if (!known.includes(cmd)) throw new UsageError(`unknown command "${cmd}"\n${USAGE}`);
 
   await ensureDatabase(cfg.DATABASE_URL);
-  const db = createPool(cfg.DATABASE_URL, 2);
+  // rollups rebuild: its lock, the refresh round's connection and its own queries
+  const db = createPool(cfg.DATABASE_URL, cmd === 'rollups rebuild' ? 4 : 2);
   try {
     const migrated = await migrate(db);
     switch (cmd) {
@@ -137,6 +189,8 @@ export async function runCli(argv: string[], cfg: Config): Promise<unknown> {
         return (await listClients(db, values.project)).map((c) => ({
           clientId: c.id, mode: c.mode, projectId: c.projectId, ingestRate: c.ingestRate, revoked: c.revokedAt !== null,
         }));
+      case 'rollups rebuild':
+        return await rollupsRebuild(db, cfg, migrated.timescale, values);
       case 'client revoke': {
         const id = values.id?.trim();
         if (!id) throw new UsageError('client revoke needs --id');

@@ -21,7 +21,7 @@ import { catalogueEntry, isCatalogued } from './rollup-catalogue';
 import { applyDeltas, pickDeltaRows, vacuumShadows } from './rollup-deltas';
 import { refreshCaggs, refreshFunctions, refreshHours, shadowInvalidations } from './rollup-recompute';
 
-interface RefreshResult {
+export interface RefreshResult {
   /** Log entries (rollup_invalidations rows) dealt with; 0: nothing was due. */
   buckets: number;
   /** (project, hour) pairs the round picked (at most `roundHours`). */
@@ -58,7 +58,7 @@ const DEFAULT_ROUND_HOURS = 240;
 /** ROLLUP_REFRESH_TRANSACTION_HOURS' default: pairs one of its transactions takes at most. */
 const DEFAULT_TRANSACTION_HOURS = 12;
 
-interface RefreshOptions {
+export interface RefreshOptions {
   /** Log entries (rows) one round takes at most; default: no limit but `roundHours`. */
   limit?: number;
   /** Only buckets that ended before this (default: the start of the current hour, whose sessions are still changing every second). */
