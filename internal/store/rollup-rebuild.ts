@@ -144,8 +144,8 @@ export async function rebuildRollups(db: Pool, o: RebuildOptions): Promise<Rebui
         const c1 = new Date(Math.min(c0.getTime() + chunkMs, to.getTime()));
         const list = await spanHours(db, o.projectId, c0, c1);
         if (list.length) {
-          // Due at once (first_at long past: the refresh's ROLLUP_REFRESH_MAX_DELAY_MS has passed),
-          // unless a worker is writing the hour right now (its entry's last_at): then once quiet.
+          // Due at once, even while a worker writes into the hour: first_at long past, so the
+          // refresh's ROLLUP_REFRESH_MAX_DELAY_MS has passed for it.
           await db.query(
             `INSERT INTO rollup_invalidations (project_id, bucket, shard, rebuild, first_at, last_at)
              SELECT $1, b, $3, true, 'epoch', 'epoch' FROM unnest($2::timestamptz[]) AS u(b)
@@ -155,7 +155,7 @@ export async function rebuildRollups(db: Pool, o: RebuildOptions): Promise<Rebui
           );
           for (let left = list.length; left > 0;) {
             const r = await refreshRollups(db, o.timescale, { ...o.refresh, before });
-            if (r.buckets === 0) await new Promise((res) => setTimeout(res, 1_000)); // an hour being written: wait for quiet
+            if (r.buckets === 0) await new Promise((res) => setTimeout(res, 1_000)); // the service's refresh holds them: let it finish
             left = await pending(db, o.projectId, c0, c1);
             if (left > 0) progress(c0, list.length - left);
           }
