@@ -6,12 +6,14 @@
 // aggregates on B) must hold the same numbers:
 //   (a) before any rollup refresh (every bucket is in rollup_invalidations),
 //   (b) after refreshRollups() has emptied the invalidation log on both,
-//   (c) after late events into already refreshed hours (then refreshed once more).
+//   (c) after late events into already refreshed hours (then refreshed once more),
+//   (d) after `rollups rebuild` of the traffic's span, with a spoilt rollup row on both.
 //   node --import tsx --test test/timescale-parity.test.ts
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Queue } from 'bullmq';
 import { refreshRollups } from '../internal/store/rollups';
+import { rebuildRollups } from '../internal/store/rollup-rebuild';
 import type { Pool } from '../internal/store/db';
 import { startTimescale, type Timescale } from './support/timescale';
 import { REDIS_URL, TestEnv, get, post, startApp, track, waitFor, type Credentials } from './support/harness';
@@ -549,6 +551,35 @@ test('TimescaleDB (PGlite) and plain PostgreSQL answer the same, before and afte
     }
     assertSameInsights(await snapshot(A, paths), await snapshot(B, paths), '(c) after the second refresh');
     lap('(c) compared');
+
+    // ---------------------------------------------------------------- (d) the repair tool
+    // A spoilt hour of the session rollups on both engines; `rollups rebuild` over the
+    // traffic's span recomputes it through each engine's refresh (B's continuous aggregates
+    // refreshed over the span's hours too), on B over its one connection.
+    const spoilt = (await A.db.query<{ bucket: Date }>(
+      'SELECT bucket FROM rollup_sessions_hourly WHERE project_id = $1 ORDER BY bucket LIMIT 1', [A.projectId])).rows[0]!.bucket;
+    for (const i of instances) {
+      const r = await i.db.query('UPDATE rollup_sessions_hourly SET sessions = sessions + 9 WHERE project_id = $1 AND bucket = $2', [i.projectId, spoilt]);
+      assert.equal(r.rowCount, 1, `${i.name}: the spoilt row`);
+    }
+    for (const i of instances) {
+      const [raw, stored] = [await rollups(i, dims, 'raw'), await rollups(i, dims, 'stored')];
+      assert.notDeepEqual(stored.rollup_sessions_hourly, raw.rollup_sessions_hourly, `(d) ${i.name} spoilt`);
+    }
+    const rebuilt = [];
+    for (const [i, timescale] of [[A, false], [B, true]] as const) {
+      rebuilt.push(await rebuildRollups(i.db, { projectId: i.projectId, from: new Date(nowMs - 48 * HOUR), to: new Date(), timescale, chunkHours: 12 }));
+    }
+    assert.ok(rebuilt.every((r) => r.done && r.hours > 0), JSON.stringify(rebuilt));
+    assert.equal(rebuilt[1]!.hours, rebuilt[0]!.hours, '(d) the same hours rebuilt on both');
+    {
+      const { rawA, storedA, storedB } = await checkRollups(A, B, dims, '(d) rebuilt');
+      assert.deepEqual(storedA, rawA, '(d) A rollup tables == raw sessions after the rebuild');
+      assert.deepEqual(storedB, storedA, '(d) B == A after the rebuild');
+    }
+    assertSameInsights(await snapshot(A, paths), await snapshot(B, paths), '(d) after the rebuild');
+    assert.deepEqual(await exportSnapshot(B), await exportSnapshot(A), '(d) after the rebuild: /export answers differ');
+    lap('(d) compared');
   } finally {
     await appA?.drain().catch((err) => t.diagnostic(`drain A: ${err}`));
     await appB?.drain().catch((err) => t.diagnostic(`drain B: ${err}`));

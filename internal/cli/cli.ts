@@ -134,8 +134,7 @@ export async function runCli(argv: string[], cfg: Config): Promise<unknown> {
   if (!known.includes(cmd)) throw new UsageError(`unknown command "${cmd}"\n${USAGE}`);
 
   await ensureDatabase(cfg.DATABASE_URL);
-  // rollups rebuild: its lock, the refresh round's connection and its own queries
-  const db = createPool(cfg.DATABASE_URL, cmd === 'rollups rebuild' ? 4 : 2);
+  const db = createPool(cfg.DATABASE_URL, 2);
   try {
     const migrated = await migrate(db);
     switch (cmd) {

@@ -12,8 +12,8 @@
 // meanwhile. Reads take a logged hour raw (exact) until it is recomputed: a chunk costs reads
 // speed for its hours, never correctness. Each finished chunk is recorded in rollup_rebuilds
 // (sql/037), so the same command goes on from there after a stop.
-import type { Pool } from './db';
-import { refreshRollups, type RefreshOptions } from './rollups';
+import type { Pool, PoolClient } from './db';
+import { refreshRollupsOn, type RefreshOptions } from './rollups';
 
 const HOUR_MS = 3_600_000;
 /** rollup_invalidations.shard of a rebuild's entries: no worker's (they count from 0). */
@@ -85,8 +85,8 @@ export function rebuildSpan(from: Date, to: Date, now: Date): { from: Date; to: 
  * in rollup_sessions_hourly or events_hourly (rollups left where the raw rows are gone). One
  * index probe per hour and table.
  */
-async function spanHours(db: Pool, projectId: string, from: Date, to: Date): Promise<Date[]> {
-  const { rows } = await db.query<{ h: Date }>(
+async function spanHours(c: PoolClient, projectId: string, from: Date, to: Date): Promise<Date[]> {
+  const { rows } = await c.query<{ h: Date }>(
     `SELECT g.h FROM generate_series($2::timestamptz, $3::timestamptz - interval '1 hour', interval '1 hour') AS g(h)
      WHERE EXISTS (SELECT 1 FROM events e WHERE e.project_id = $1 AND e.created_at >= g.h AND e.created_at < g.h + interval '1 hour')
         OR EXISTS (SELECT 1 FROM sessions s WHERE s.project_id = $1 AND s.started_at >= g.h AND s.started_at < g.h + interval '1 hour')
@@ -99,8 +99,8 @@ async function spanHours(db: Pool, projectId: string, from: Date, to: Date): Pro
 }
 
 /** The rebuild's entries of [from, to) the refresh has not recomputed yet. */
-async function pending(db: Pool, projectId: string, from: Date, to: Date): Promise<number> {
-  const { rows } = await db.query<{ n: number }>(
+async function pending(c: PoolClient, projectId: string, from: Date, to: Date): Promise<number> {
+  const { rows } = await c.query<{ n: number }>(
     'SELECT count(*)::int AS n FROM rollup_invalidations WHERE project_id = $1 AND shard = $2 AND bucket >= $3 AND bucket < $4',
     [projectId, REBUILD_SHARD, from.toISOString(), to.toISOString()],
   );
@@ -116,24 +116,25 @@ export async function rebuildRollups(db: Pool, o: RebuildOptions): Promise<Rebui
   const now = o.now ?? new Date();
   const { from, to } = rebuildSpan(o.from, o.to, now);
   const chunkMs = Math.max(1, Math.floor(o.chunkHours ?? DEFAULT_CHUNK_HOURS)) * HOUR_MS;
-  const lock = await db.connect();
+  // One connection for all of it (its lock, the refresh rounds, the log): see refreshRollupsOn.
+  const c = await db.connect();
   try {
-    const got = await lock.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [REBUILD_LOCK, o.projectId]);
+    const got = await c.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [REBUILD_LOCK, o.projectId]);
     if (!got.rows[0]!.ok) throw new RebuildRangeError(`a rebuild of project "${o.projectId}" is running already`);
     try {
-      await db.query(
+      await c.query(
         `INSERT INTO rollup_rebuilds (project_id, from_at, to_at, next_at) VALUES ($1, $2, $3, $2)
          ON CONFLICT (project_id, from_at, to_at) DO NOTHING`,
         [o.projectId, from.toISOString(), to.toISOString()],
       );
-      const job = (await db.query<{ next_at: Date; hours_done: number }>(
+      const job = (await c.query<{ next_at: Date; hours_done: number }>(
         'SELECT next_at, hours_done FROM rollup_rebuilds WHERE project_id = $1 AND from_at = $2 AND to_at = $3',
         [o.projectId, from.toISOString(), to.toISOString()],
       )).rows[0]!;
       const resumedFrom = job.next_at.getTime() > from.getTime() ? job.next_at : null;
       const before = new Date(floorHour(now.getTime()));
       let hoursDone = job.hours_done;
-      const hoursTotal = hoursDone + (await spanHours(db, o.projectId, job.next_at, to)).length;
+      const hoursTotal = hoursDone + (await spanHours(c, o.projectId, job.next_at, to)).length;
       let hours = 0;
       let chunks = 0;
       const progress = (next: Date, ofChunk = 0) =>
@@ -142,11 +143,11 @@ export async function rebuildRollups(db: Pool, o: RebuildOptions): Promise<Rebui
       let c0 = job.next_at;
       for (; c0 < to && (o.maxChunks === undefined || chunks < o.maxChunks); chunks++) {
         const c1 = new Date(Math.min(c0.getTime() + chunkMs, to.getTime()));
-        const list = await spanHours(db, o.projectId, c0, c1);
+        const list = await spanHours(c, o.projectId, c0, c1);
         if (list.length) {
           // Due at once, even while a worker writes into the hour: first_at long past, so the
           // refresh's ROLLUP_REFRESH_MAX_DELAY_MS has passed for it.
-          await db.query(
+          await c.query(
             `INSERT INTO rollup_invalidations (project_id, bucket, shard, rebuild, first_at, last_at)
              SELECT $1, b, $3, true, 'epoch', 'epoch' FROM unnest($2::timestamptz[]) AS u(b)
              ON CONFLICT (project_id, bucket, shard) DO UPDATE
@@ -154,15 +155,15 @@ export async function rebuildRollups(db: Pool, o: RebuildOptions): Promise<Rebui
             [o.projectId, list.map((d) => d.toISOString()), REBUILD_SHARD],
           );
           for (let left = list.length; left > 0;) {
-            const r = await refreshRollups(db, o.timescale, { ...o.refresh, before });
+            const r = await refreshRollupsOn(db, c, o.timescale, { ...o.refresh, before });
             if (r.buckets === 0) await new Promise((res) => setTimeout(res, 1_000)); // the service's refresh holds them: let it finish
-            left = await pending(db, o.projectId, c0, c1);
+            left = await pending(c, o.projectId, c0, c1);
             if (left > 0) progress(c0, list.length - left);
           }
         }
         hours += list.length;
         hoursDone += list.length;
-        await db.query(
+        await c.query(
           `UPDATE rollup_rebuilds SET next_at = $4, hours_done = $5, updated_at = now()
            WHERE project_id = $1 AND from_at = $2 AND to_at = $3`,
           [o.projectId, from.toISOString(), to.toISOString(), c1.toISOString(), hoursDone],
@@ -172,15 +173,15 @@ export async function rebuildRollups(db: Pool, o: RebuildOptions): Promise<Rebui
       }
       const done = c0.getTime() >= to.getTime();
       if (done) {
-        await db.query('DELETE FROM rollup_rebuilds WHERE project_id = $1 AND from_at = $2 AND to_at = $3',
+        await c.query('DELETE FROM rollup_rebuilds WHERE project_id = $1 AND from_at = $2 AND to_at = $3',
           [o.projectId, from.toISOString(), to.toISOString()]);
       }
       return { projectId: o.projectId, from, to, hours, hoursTotal, resumedFrom, done, seconds: (Date.now() - started) / 1000 };
     } finally {
-      await lock.query('SELECT pg_advisory_unlock($1, hashtext($2))', [REBUILD_LOCK, o.projectId]);
+      await c.query('SELECT pg_advisory_unlock($1, hashtext($2))', [REBUILD_LOCK, o.projectId]);
     }
   } finally {
-    lock.release();
+    c.release();
   }
 }
 

@@ -129,14 +129,22 @@ const entryKey = (e: { project_id: string; bucket: Date; shard: number }): strin
 export async function refreshRollups(db: Pool, timescale: boolean, opts: RefreshOptions = {}): Promise<RefreshResult> {
   const c = await db.connect();
   try {
-    await c.query('SELECT pg_advisory_lock($1)', [REFRESH_LOCK]);
-    try {
-      return await refreshRound(db, c, timescale, opts);
-    } finally {
-      await c.query('SELECT pg_advisory_unlock($1)', [REFRESH_LOCK]);
-    }
+    return await refreshRollupsOn(db, c, timescale, opts);
   } finally {
     c.release();
+  }
+}
+
+/**
+ * refreshRollups on a connection of `db` that the caller holds (the rebuild's, which holds a
+ * lock of its own on it: a server of one connection, as TimescaleDB in PGlite, has no other).
+ */
+export async function refreshRollupsOn(db: Pool, c: PoolClient, timescale: boolean, opts: RefreshOptions = {}): Promise<RefreshResult> {
+  await c.query('SELECT pg_advisory_lock($1)', [REFRESH_LOCK]);
+  try {
+    return await refreshRound(db, c, timescale, opts);
+  } finally {
+    await c.query('SELECT pg_advisory_unlock($1)', [REFRESH_LOCK]);
   }
 }
 
