@@ -250,7 +250,10 @@ async function spawnAppOnce(
 ): Promise<{ child: ChildProcess; url: string; port: number; logs: () => string }> {
   // Below the kernel's ephemeral range (32768+), so an outgoing connection never holds it.
   const port = 12000 + Math.floor(Math.random() * 18000);
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, `cmd/${script}/main.ts`)], {
+  // TM_CPU_PROF=DIR: a V8 CPU profile of the app (each thread's) in DIR when it exits, for the
+  // benchmarks that spawn it (e.g. `TM_CPU_PROF=/tmp/prof npx tsx bench/floor.ts`).
+  const profile = process.env.TM_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.TM_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...profile, '--import', 'tsx', path.join(ROOT, `cmd/${script}/main.ts`)], {
     cwd: ROOT,
     env: Object.fromEntries(
       Object.entries({ ...process.env, ...env.env({ PORT: String(port), METRICS_PORT: String(port), LOG_LEVEL: 'info', ...extra }) }).filter(([, v]) => v !== ''),
