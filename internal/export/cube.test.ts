@@ -5,7 +5,7 @@
 // do not start on whole UTC hours), rolled up by the service's refreshRollups(); then late
 // events refreshed into some days (rebuilt) and late events left logged in others. Every
 // filtered chart and filtered /export/events page asked both ways must give identical JSON;
-// tampered cube rows (hourly, daily full combinations of sql/017) prove each layer
+// tampered cube rows (hourly, daily pairs, daily full combinations of sql/017) prove each layer
 // is read where it may be and nowhere else; upgraded databases (data before 015, days built
 // before 017) stay exact.
 import assert from 'node:assert/strict';
@@ -165,7 +165,7 @@ async function compareAll(db: pg.Pool, label: string, cells = coveringDesign(PRO
 }
 
 describe('event cube: plans', () => {
-  it('takes filters on cube columns and names and a breakdown of one of them or none; a day is read from its full combinations, never from pairs', () => {
+  it('takes filters on cube columns and names, a breakdown of one of them or none, and picks the pair', () => {
     // Whether the cube's planner entry answers a filtered event count (whichever source the
     // planner prefers), and how its rows are read.
     const cubePlan = (filters: Filter[], breakdown: string | undefined) => {
@@ -176,9 +176,9 @@ describe('event cube: plans', () => {
       } as const;
       const source = readSource('event_cube');
       if (mismatch(source, request) !== null) return null;
+      const pair = pairRelation(source, [...request.filters, ...request.breakdowns]);
       return {
-        // the daily rows a complete day is read from (sql/038: no pair rows)
-        day: pairRelation(source, [...request.filters, ...request.breakdowns])?.table ?? source.tables.daily?.table,
+        pair: pair ? { key: pair.match!.pair, a: pair.as!.a, b: pair.as!.b } : null,
         value: layerRows(source, { project: '$1', names: [], filters, breakdown, every: false }, new SqlParams()).value,
       };
     };
@@ -186,11 +186,11 @@ describe('event cube: plans', () => {
     assert.equal(cubePlan([f('city', 'is', 'Paris')], undefined), null);
     assert.equal(cubePlan([f('properties.plan', 'is', 'pro')], undefined), null);
     assert.equal(cubePlan([f('country', 'is', 'DE')], 'path'), null);
-    assert.deepEqual(cubePlan([f('device', 'is', 'mobile')], 'country'), { day: 'event_cube_daily', value: 'r.country' });
-    assert.deepEqual(cubePlan([f('os', 'is', 'iOS')], undefined), { day: 'event_cube_daily', value: null });
-    assert.deepEqual(cubePlan([f('referrer_name', 'is', 'Google')], 'name'), { day: 'event_cube_daily', value: 'r.name' });
-    assert.deepEqual(cubePlan([f('name', 'is', 'click')], undefined), { day: 'event_cube_daily', value: null });
-    assert.deepEqual(cubePlan([f('country', 'is', 'DE'), f('device', 'is', 'mobile')], 'os'), { day: 'event_cube_daily', value: 'r.os' });
+    assert.deepEqual(cubePlan([f('device', 'is', 'mobile')], 'country'), { pair: { key: 'country,device', a: 'country', b: 'device' }, value: 'r.country' });
+    assert.deepEqual(cubePlan([f('os', 'is', 'iOS')], undefined), { pair: { key: 'referrer_name,os', a: 'referrer_name', b: 'os' }, value: null });
+    assert.deepEqual(cubePlan([f('referrer_name', 'is', 'Google')], 'name'), { pair: { key: 'referrer_name,referrer_type', a: 'referrer_name', b: 'referrer_type' }, value: 'r.name' });
+    assert.deepEqual(cubePlan([f('name', 'is', 'click')], undefined), { pair: { key: 'referrer_name,referrer_type', a: 'referrer_name', b: 'referrer_type' }, value: null });
+    assert.deepEqual(cubePlan([f('country', 'is', 'DE'), f('device', 'is', 'mobile')], 'os'), { pair: null, value: 'r.os' });
   });
 });
 
@@ -207,7 +207,7 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
       await dropSqlDb(pool, DB_NAME);
     });
 
-    it('the refresh keeps hourly rows equal to the raw events and lists complete local days (none for Asia/Kolkata) whose full-combination rows equal them', async () => {
+    it('the refresh keeps hourly rows equal to the raw events and lists complete local days (none for Asia/Kolkata) whose pair rows equal them', async () => {
       const days = await pool.query<{ project_id: string; n: number; hours: number[] }>(
         'SELECT project_id, count(*)::int AS n, array_agg(DISTINCT hours ORDER BY hours) AS hours FROM event_cube_days GROUP BY 1 ORDER BY 1');
       const by = Object.fromEntries(days.rows.map((r) => [r.project_id, r]));
@@ -233,7 +233,26 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
         [NOW_HOUR.toISOString()]);
       assert.equal(hourly.rows[0].n, 0);
       assert.ok(hourly.rows[0].kept > 10_000);
-      // Every listed day without a logged hour: its full-combination rows (sql/017) equal the raw events of the day.
+      // Every listed day without a logged hour: its pair rows equal the raw events of the day, for two pairs.
+      const pairs = await pool.query(
+        `WITH ok AS (
+           SELECT d.* FROM event_cube_days d
+           WHERE NOT EXISTS (SELECT 1 FROM rollup_invalidations i WHERE i.project_id = d.project_id
+                             AND i.bucket >= d.bucket AND i.bucket < d.bucket + d.hours * interval '1 hour')
+         ), raw AS (
+           SELECT d.project_id, v.pair, d.bucket, e.name, e.is_bot, v.a, v.b, count(*)::bigint AS count
+           FROM ok d
+           JOIN events e ON e.project_id = d.project_id AND e.created_at >= d.bucket AND e.created_at < d.bucket + d.hours * interval '1 hour'
+           CROSS JOIN LATERAL (VALUES ('country,device', e.country, e.device), ('referrer_name,brand', e.referrer_name, e.brand)) v(pair, a, b)
+           GROUP BY 1, 2, 3, 4, 5, 6, 7
+         ), kept AS (
+           SELECT k.project_id, k.pair, k.bucket, k.name, k.is_bot, k.a, k.b, k.count FROM event_cube_pairs_daily k
+           JOIN ok d ON d.project_id = k.project_id AND d.bucket = k.bucket
+           WHERE k.pair IN ('country,device', 'referrer_name,brand')
+         )
+         SELECT count(*)::int AS n FROM ((SELECT * FROM raw EXCEPT ALL SELECT * FROM kept) UNION ALL (SELECT * FROM kept EXCEPT ALL SELECT * FROM raw)) x`);
+      assert.equal(pairs.rows[0].n, 0);
+      // ... and its full-combination rows (sql/017) too.
       const full = await pool.query(
         `WITH ok AS (
            SELECT d.* FROM event_cube_days d
@@ -253,8 +272,10 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
           .replace('ALL_COLS', Array.from({ length: 13 }, (_, i) => i + 1).join(', ')));
       assert.equal(full.rows[0].n, 0);
       assert.ok(full.rows[0].kept > 10_000);
+      const distinctPairs = await pool.query(`SELECT count(DISTINCT pair)::int AS n FROM event_cube_pairs_daily`);
+      assert.equal(distinctPairs.rows[0].n, 36);
       const reg = await pool.query(`SELECT relation FROM rollup_registry WHERE refresh_fn = 'tm_refresh_event_cube' ORDER BY relation`);
-      assert.deepEqual(reg.rows.map((r) => r.relation), ['event_cube_daily', 'event_cube_days', 'event_cube_hourly']);
+      assert.deepEqual(reg.rows.map((r) => r.relation), ['event_cube_daily', 'event_cube_days', 'event_cube_hourly', 'event_cube_pairs_daily']);
     });
 
     it('filtered /export/charts and /export/events totalCount: the default path equals the raw path (periods, DST, timezones, previous)', async () => {
@@ -263,7 +284,7 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
       assert.equal(n, PERIODS.length * SHAPES.length + PROJECTS.length * PAGES.length);
     });
 
-    it('reads full-combination rows of whole days, hourly rows of the other hours, and neither where it may not (tampered rows)', async () => {
+    it('reads pair or full-combination rows of whole days, hourly rows of the other hours, and neither where it may not (tampered rows)', async () => {
       const chart = async (q: Record<string, unknown>, date: string, country = 'DE') => {
         const [auto, raw] = await chartBoth(pool, 'q_utc', { series: s({ name: 'screen_view' }), breakdowns: bd('country'), ...q });
         const pick = (c: ChartResponse) => (c.series.find((x) => x.names.includes(country))?.data ?? [])
@@ -271,6 +292,10 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
         return [pick(auto), pick(raw)] as const;
       };
       const mobile = { filters: [f('device', 'is', 'mobile')] };
+      const tamperDay = (day: string, by: number) => pool.query(
+        `UPDATE event_cube_pairs_daily SET count = count + $2
+         WHERE project_id = 'q_utc' AND pair = 'country,device' AND name = 'screen_view' AND NOT is_bot AND a = 'DE' AND b = 'mobile' AND bucket = $1::timestamptz`,
+        [day, by]);
       const tamperHour = (hour: string, by: number) => pool.query(
         `UPDATE event_cube_hourly SET count = count + $2
          WHERE ctid = (SELECT ctid FROM event_cube_hourly WHERE project_id = 'q_utc' AND bucket = $1::timestamptz AND name = 'screen_view'
@@ -283,29 +308,40 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
                        AND NOT is_bot AND country = 'DE' AND device = 'mobile' ORDER BY os, browser, brand, referrer_name, referrer_type, utm_source, utm_medium LIMIT 1)`,
         [day, by]);
       const three = { filters: [f('device', 'is', 'mobile'), f('os', 'isNot', 'x')] };
-      // A complete day (listed, no logged hour): its full-combination rows are read whatever
-      // the number of columns named (one, two or more), by day and week intervals and by the
-      // filtered page's totalCount; never by hour intervals.
-      assert.equal((await tamperFull('2026-03-05T00:00:00Z', 700)).rowCount, 1);
+      // A complete day: listed, no logged hour; its pair row exists.
+      assert.equal((await tamperDay('2026-03-05T00:00:00Z', 1000)).rowCount, 1);
       try {
         const [a, r] = await chart({ ...mobile, startDate: '2026-03-02', endDate: '2026-03-12', interval: 'day' }, '2026-03-05');
-        assert.equal(a, r + 700);
+        assert.equal(a, r + 1000);
+        // hour intervals never read the daily rows; three columns named: no pair
+        const [ah, rh] = await chart({ ...mobile, startDate: '2026-03-05', endDate: '2026-03-05', interval: 'hour' }, '2026-03-05');
+        assert.equal(ah, rh);
+        const [a3, r3] = await chart({ filters: [f('device', 'is', 'mobile'), f('os', 'isNot', 'x')], startDate: '2026-03-02', endDate: '2026-03-12', interval: 'day' }, '2026-03-05');
+        assert.equal(a3, r3);
+        // the filtered page's totalCount reads the day too
+        const [pa, pr] = await pageBoth(pool, 'q_utc', { filters: JSON.stringify([f('device', 'is', 'mobile'), f('country', 'is', 'DE')]), start: '2026-03-01', end: '2026-03-10' });
+        assert.equal(pa.meta.totalCount, pr.meta.totalCount + 1000);
+      } finally {
+        await tamperDay('2026-03-05T00:00:00Z', -1000);
+      }
+      // The same day's full-combination rows: read with three columns named, not with two (the
+      // pair) nor by hour intervals; by the totalCount of a three-column filter too.
+      assert.equal((await tamperFull('2026-03-05T00:00:00Z', 700)).rowCount, 1);
+      try {
         const [a3, r3] = await chart({ ...three, startDate: '2026-03-02', endDate: '2026-03-12', interval: 'day' }, '2026-03-05');
         assert.equal(a3, r3 + 700);
         const [aw, rw] = await chart({ ...three, startDate: '2026-02-23', endDate: '2026-03-15', interval: 'week' }, '2026-03-02');
         assert.equal(aw, rw + 700);
-        const [ah, rh] = await chart({ ...mobile, startDate: '2026-03-05', endDate: '2026-03-05', interval: 'hour' }, '2026-03-05');
+        const [a, r] = await chart({ ...mobile, startDate: '2026-03-02', endDate: '2026-03-12', interval: 'day' }, '2026-03-05');
+        assert.equal(a, r);
+        const [ah, rh] = await chart({ ...three, startDate: '2026-03-05', endDate: '2026-03-05', interval: 'hour' }, '2026-03-05');
         assert.equal(ah, rh);
-        const [ah3, rh3] = await chart({ ...three, startDate: '2026-03-05', endDate: '2026-03-05', interval: 'hour' }, '2026-03-05');
-        assert.equal(ah3, rh3);
-        const [pa, pr] = await pageBoth(pool, 'q_utc', { filters: JSON.stringify([f('device', 'is', 'mobile'), f('country', 'is', 'DE')]), start: '2026-03-01', end: '2026-03-10' });
+        const [pa, pr] = await pageBoth(pool, 'q_utc', { filters: JSON.stringify([...three.filters, f('country', 'is', 'DE')]), start: '2026-03-01', end: '2026-03-10' });
         assert.equal(pa.meta.totalCount, pr.meta.totalCount + 700);
-        const [pa3, pr3] = await pageBoth(pool, 'q_utc', { filters: JSON.stringify([...three.filters, f('country', 'is', 'DE')]), start: '2026-03-01', end: '2026-03-10' });
-        assert.equal(pa3.meta.totalCount, pr3.meta.totalCount + 700);
       } finally {
         await tamperFull('2026-03-05T00:00:00Z', -700);
       }
-      // An hour: read by hour intervals, not where its day's full-combination rows are read.
+      // An hour: read by hour intervals, not where its day's pair or full-combination rows are read.
       const hours = await pool.query<{ bucket: Date }>(
         `SELECT bucket FROM event_cube_hourly WHERE project_id = 'q_utc' AND bucket >= '2026-03-05' AND bucket < '2026-03-06'
            AND name = 'screen_view' AND NOT is_bot AND country = 'DE' AND device = 'mobile' ORDER BY bucket LIMIT 1`);
@@ -326,6 +362,7 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
       // A day with a logged hour (2026-03-15T14, late events): still listed (stale until the
       // refresh), its rows not read.
       assert.equal((await pool.query(`SELECT 1 FROM event_cube_days WHERE project_id = 'q_utc' AND bucket = '2026-03-15T00:00:00Z'`)).rowCount, 1);
+      assert.equal((await tamperDay('2026-03-15T00:00:00Z', 1000)).rowCount, 1);
       assert.equal((await tamperFull('2026-03-15T00:00:00Z', 1000)).rowCount, 1);
       try {
         const [a, r] = await chart({ ...mobile, startDate: '2026-03-10', endDate: '2026-03-20', interval: 'day' }, '2026-03-15');
@@ -333,6 +370,7 @@ describe('event cube (sql/015)', { concurrency: 2 }, () => {
         const [a3, r3] = await chart({ ...three, startDate: '2026-03-10', endDate: '2026-03-20', interval: 'day' }, '2026-03-15');
         assert.equal(a3, r3);
       } finally {
+        await tamperDay('2026-03-15T00:00:00Z', -1000);
         await tamperFull('2026-03-15T00:00:00Z', -1000);
       }
     });

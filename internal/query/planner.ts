@@ -238,9 +238,7 @@ function eventEntries(): Entry[] {
   out.push({
     id: 'event_cube', family: 'event_cube', side: 'events',
     tables: {
-      // No pair rows (sql/038): a complete day reads its full-combination rows however many
-      // columns are named.
-      days: 'event_cube_days',
+      days: 'event_cube_days', pairs: { table: 'event_cube_pairs_daily', every: true },
       daily: { table: 'event_cube_daily', every: true }, hourly: { table: 'event_cube_hourly', every: true },
     },
     filterKeys: set('name', ...CUBE_DIMENSIONS), groupKeys: set('name', ...CUBE_DIMENSIONS), named: [], maxBreakdowns: 1,

@@ -105,13 +105,14 @@ export const ROLLUP_CATALOGUE: RollupEntry[] = [
   // pages (sql/008, 023)
   { relation: 'rollup_pages_hourly', grain: 'hour', ...PAGES },
   { relation: 'rollup_pages_daily', grain: 'day', ...PAGES },
-  // events (sql/009, 013, 014, 015, 017, 020; the event cube's pair rows went in sql/038)
+  // events (sql/009, 013, 014, 015, 017, 020)
   allEventCounts('events_hourly', [...HOUR, 'name', 'is_bot']),
   ...EVENT_ROLLUP_DIMENSIONS.map((d) => counts(`events_${d}_hourly`, [...HOUR, 'name', 'value'])),
   { relation: 'event_properties_hourly', keys: [...EVENT_GROUP, 'key'], grain: 'hour', sums: ['count', 'sum'], mins: ['min'], maxes: ['max'], presence: 'count' },
   counts('event_counts_daily', EVENT_GROUP, 'day', 'event_counts_days'),
   allEventCounts('event_cube_hourly', [...HOUR, 'name', 'is_bot', ...CUBE_DIMENSIONS]),
   allEventCounts('event_cube_daily', [...HOUR, 'name', 'is_bot', ...CUBE_DIMENSIONS], 'day', 'event_cube_days'),
+  allEventCounts('event_cube_pairs_daily', [...PAIR, 'name', 'is_bot'], 'day', 'event_cube_days'),
   allEventCounts('event_uncharted_hourly', EVENT_GROUP),
   allEventCounts('event_uncharted_daily', EVENT_GROUP, 'day', 'event_uncharted_days'),
   // hll sketches (sql/008_rollup_visitors, 010, 011, 018), only where the extension is
