@@ -10,7 +10,7 @@ import { announce as announceChange } from '../redis/announce';
 import { createClient, createProject, getProject, listClients, listProjects, revokeClient, updateProject, type ClientMode, type ProjectPatch } from '../store/accounts';
 import { createPool, ensureDatabase } from '../store/db';
 import { migrate } from '../store/migrate';
-import { firstRawHour, rebuildRollups, RebuildRangeError, type RebuildProgress } from '../store/rollup-rebuild';
+import { firstRawHour, rebuildRollups, RebuildRangeError, unfinishedRebuildEnd, type RebuildProgress } from '../store/rollup-rebuild';
 
 export class UsageError extends Error {}
 
@@ -94,7 +94,9 @@ async function rollupsRebuild(
   if (chunkRaw !== undefined && !/^[1-9]\d*$/.test(chunkRaw)) throw new UsageError('--chunk-hours must be a whole number of hours, at least 1');
   const now = new Date();
   const from = typeof values.from === 'string' ? parseTime('from', values.from) : await firstRawHour(db, projectId);
-  const to = typeof values.to === 'string' ? parseTime('to', values.to) : now;
+  // Without --to: the end of an unfinished rebuild from the same start (so a rerun in a later
+  // hour goes on with it), else the current hour's start.
+  const to = typeof values.to === 'string' ? parseTime('to', values.to) : (from && await unfinishedRebuildEnd(db, projectId, from)) ?? now;
   if (!from) return { projectId, from: null, to: to.toISOString(), hours: 0, hoursTotal: 0, resumedFrom: null, seconds: 0 };
   try {
     const r = await rebuildRollups(db, {

@@ -195,3 +195,12 @@ export async function firstRawHour(db: Pool, projectId: string): Promise<Date | 
   const t = rows[0]?.t;
   return t ? new Date(floorHour(t.getTime())) : null;
 }
+
+/** The end of an unfinished rebuild of the project that starts at `from`'s hour; null: none. */
+export async function unfinishedRebuildEnd(db: Pool, projectId: string, from: Date): Promise<Date | null> {
+  const { rows } = await db.query<{ to_at: Date }>(
+    'SELECT to_at FROM rollup_rebuilds WHERE project_id = $1 AND from_at = $2 ORDER BY updated_at DESC LIMIT 1',
+    [projectId, new Date(floorHour(from.getTime())).toISOString()],
+  );
+  return rows[0]?.to_at ?? null;
+}
