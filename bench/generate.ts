@@ -6,7 +6,13 @@
 // `profiles` row for every identified profile id it generates ('user-<n>', per project: a
 // first/last name and email derived from n, a properties object), as an identify would.
 //
-//   npx tsx bench/generate.ts --events 1000000 --db postgres://postgres@127.0.0.1:5432/bench_1m [--no-rollups]
+//   npx tsx bench/generate.ts --events 1000000 --db postgres://postgres@127.0.0.1:5432/bench_1m [--no-rollups] [--no-hll]
+//
+// --no-hll: the database is owned and loaded by a role that is not a superuser (bench_nohll,
+// created when missing), so the migrations cannot create the hll extension and unique visitors
+// are always counted exactly, as on a server without the extension; read it as that role
+// (the URL is printed), e.g. `npx tsx bench/queries.ts --db postgres://bench_nohll@…/bench_1m_nohll`,
+// which then writes the "Insights queries, without hll" section.
 //
 // --no-rollups: every hour is still logged in rollup_invalidations, but the refresh is
 // skipped (it takes ~10 minutes per 1M events): rollup-reading routes then read those hours
@@ -378,7 +384,7 @@ export function chunkSql(project: ProjectPlan, salt: string, nowMs: number): { s
 
 // ---------------------------------------------------------------------------------------
 
-function parseArgs(argv: string[]): { events: number; db: string; workers: number; noRollups: boolean } {
+function parseArgs(argv: string[]): { events: number; db: string; workers: number; noRollups: boolean; noHll: boolean } {
   const get = (name: string) => {
     const i = argv.indexOf(`--${name}`);
     return i >= 0 ? argv[i + 1] : undefined;
@@ -386,10 +392,17 @@ function parseArgs(argv: string[]): { events: number; db: string; workers: numbe
   const events = Number(get('events') ?? 1_000_000);
   if (!Number.isInteger(events) || events < 10_000) throw new Error('--events must be an integer >= 10000');
   const db = get('db') ?? `postgres://postgres@127.0.0.1:5432/bench_${events >= 1_000_000 ? `${events / 1_000_000}m` : `${events / 1000}k`}`;
-  return { events, db, workers: Number(get('workers') ?? 2), noRollups: argv.includes('--no-rollups') };
+  return { events, db, workers: Number(get('workers') ?? 2), noRollups: argv.includes('--no-rollups'), noHll: argv.includes('--no-hll') };
 }
 
-async function recreateDatabase(url: string): Promise<void> {
+/** --no-hll: the role that owns the database and runs everything, not a superuser (so the migrations cannot create hll). */
+const NO_HLL_ROLE = 'bench_nohll';
+
+/**
+ * Drops and creates the database; with `owner`, owned by that role (created when missing, a
+ * login role that is not a superuser). Returns the URL to load it with: as the owner, if any.
+ */
+async function recreateDatabase(url: string, owner?: string): Promise<string> {
   const u = new URL(url);
   const name = decodeURIComponent(u.pathname.slice(1));
   if (!/^bench/.test(name)) throw new Error(`refusing to recreate ${name}: the bench database name must start with "bench"`);
@@ -397,8 +410,17 @@ async function recreateDatabase(url: string): Promise<void> {
   const admin = new pg.Client({ connectionString: u.toString() });
   await admin.connect();
   await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+  if (!owner) {
+    await admin.end();
+    await ensureDatabase(url);
+    return url;
+  }
+  await admin.query(`DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = ${pg.escapeLiteral(owner)}) THEN CREATE ROLE ${pg.escapeIdentifier(owner)} LOGIN; END IF; END $$`);
+  await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)} OWNER ${pg.escapeIdentifier(owner)}`);
   await admin.end();
-  await ensureDatabase(url);
+  const asOwner = new URL(url);
+  asOwner.username = owner;
+  return asOwner.toString();
 }
 
 interface IndexDef {
@@ -426,7 +448,8 @@ async function main(): Promise<void> {
   const nowMs = Math.floor(Date.now() / 1000) * 1000;
   const log = (msg: string) => console.log(`[${fmt(performance.now() - t).padStart(8)}] ${msg}`);
   log(`target ${args.events.toLocaleString('en')} events into ${redactUrl(args.db)}`);
-  await recreateDatabase(args.db);
+  args.db = await recreateDatabase(args.db, args.noHll ? NO_HLL_ROLE : undefined);
+  if (args.noHll) log(`without hll: the database is owned and loaded by ${NO_HLL_ROLE}, not a superuser; read it with --db ${redactUrl(args.db)}`);
   const pool = createPool(args.db, args.workers + 1);
   // A bulk load: no fsync wait per commit (the refresh commits once per bucket), no JIT
   // (it compiles these wide generated expressions for seconds).
