@@ -36,7 +36,8 @@ const BROWSER_UA = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const RESULTS = path.join(ROOT, 'bench/RESULTS.md');
 /** The section: one with hll, one without (a database from `bench/generate.ts --no-hll`). */
-let SECTION = '## Insights queries';
+const SECTION = '## Insights queries';
+const SECTION_WITHOUT_HLL = '## Insights queries, without hll';
 // Each read client may make 100 requests per 10 s: /live's two runs (a 3-s warm-up each,
 // then 2,000 and 4,000 requests) stay under 150 clients' allowance.
 const READ_CLIENTS = 150;
@@ -240,8 +241,8 @@ function aims(runs: DbRun[]): string {
   return lines.join('\n');
 }
 
-function writeSection(body: string): void {
-  writeResultsSection(SECTION.replace(/^## /, ''), body, RESULTS);
+function writeSection(section: string, body: string): void {
+  writeResultsSection(section.replace(/^## /, ''), body, RESULTS);
 }
 
 async function main(): Promise<void> {
@@ -252,7 +253,8 @@ async function main(): Promise<void> {
   runs.sort((a, b) => a.events - b.events);
   const loadAfter = os.loadavg();
   const m = await machine(DBS[0]!);
-  if (m.visitors!.startsWith('no hll')) SECTION = '## Insights queries, without hll';
+  const withoutHll = m.visitors!.startsWith('no hll');
+  const section = withoutHll ? SECTION_WITHOUT_HLL : SECTION;
   const t = table(runs);
   console.log(`\n${t}\n`);
   if (args.noWrite) return;
@@ -265,7 +267,7 @@ async function main(): Promise<void> {
     .filter((r) => r.meta.total_s)
     .map((r) => `${r.label}: ${r.meta.total_s} s in all (rows ${r.meta.rows_s} s; then index builds, rollup refresh of every hour, VACUUM ANALYZE), generated ${r.meta.generated_at}, load average then ${r.meta.load_avg}`)
     .join('; ');
-  const body = `${SECTION}
+  const body = `${section}
 
 Sequential requests against Tidemark's API in-process (API role; read client; auth and rate
 limit on every request), after a warm-up; the main project (80% of the rows, Europe/Berlin, so
@@ -288,10 +290,10 @@ ${t}
 
 ${aims(runs)}
 
-${SECTION.endsWith('without hll') ? NOTES_WITHOUT_HLL : NOTES}
+${withoutHll ? NOTES_WITHOUT_HLL : NOTES}
 `;
-  writeSection(body);
-  console.log(`wrote the "${SECTION}" section of ${path.relative(ROOT, RESULTS)}`);
+  writeSection(section, body);
+  console.log(`wrote the "${section}" section of ${path.relative(ROOT, RESULTS)}`);
 }
 
 const NOTES_WITHOUT_HLL = `Reading the table: the same reads as with hll (the section "Insights queries"), except

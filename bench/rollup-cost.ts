@@ -135,7 +135,10 @@ interface Sample { t: number; cpu: number; own: number; machine: number; gen: nu
 
 /** The `npm start` process of the run (null before it starts and after it stops). */
 let appPid: number | null = null;
-const appCpuS = (): number => (appPid === null ? 0 : (((statOf(appPid)?.self ?? 0) + (statOf(appPid)?.children ?? 0)) * TICK_US) / 1e6);
+const appCpuS = (): number => {
+  const st = appPid === null ? null : statOf(appPid);
+  return st ? ((st.self + st.children) * TICK_US) / 1e6 : 0;
+};
 
 function machineBusyS(): number {
   const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);

@@ -134,7 +134,9 @@ export async function rebuildRollups(db: Pool, o: RebuildOptions): Promise<Rebui
       const resumedFrom = job.next_at.getTime() > from.getTime() ? job.next_at : null;
       const before = new Date(floorHour(now.getTime()));
       let hoursDone = job.hours_done;
-      const hoursTotal = hoursDone + (await spanHours(c, o.projectId, job.next_at, to)).length;
+      // The hours left, found once (a write into one meanwhile is logged by the worker anyway).
+      const left = await spanHours(c, o.projectId, job.next_at, to);
+      const hoursTotal = hoursDone + left.length;
       let hours = 0;
       let chunks = 0;
       const progress = (next: Date, ofChunk = 0) =>
@@ -143,7 +145,7 @@ export async function rebuildRollups(db: Pool, o: RebuildOptions): Promise<Rebui
       let c0 = job.next_at;
       for (; c0 < to && (o.maxChunks === undefined || chunks < o.maxChunks); chunks++) {
         const c1 = new Date(Math.min(c0.getTime() + chunkMs, to.getTime()));
-        const list = await spanHours(c, o.projectId, c0, c1);
+        const list = left.filter((h) => h >= c0 && h < c1);
         if (list.length) {
           // Due at once, even while a worker writes into the hour: first_at long past, so the
           // refresh's ROLLUP_REFRESH_MAX_DELAY_MS has passed for it.
@@ -154,11 +156,11 @@ export async function rebuildRollups(db: Pool, o: RebuildOptions): Promise<Rebui
                SET rebuild = true, version = nextval('rollup_version_seq'), first_at = 'epoch', last_at = 'epoch'`,
             [o.projectId, list.map((d) => d.toISOString()), REBUILD_SHARD],
           );
-          for (let left = list.length; left > 0;) {
+          for (let waiting = list.length; waiting > 0;) {
             const r = await refreshRollupsOn(db, c, o.timescale, { ...o.refresh, before });
             if (r.buckets === 0) await new Promise((res) => setTimeout(res, 1_000)); // the service's refresh holds them: let it finish
-            left = await pending(c, o.projectId, c0, c1);
-            if (left > 0) progress(c0, list.length - left);
+            waiting = await pending(c, o.projectId, c0, c1);
+            if (waiting > 0) progress(c0, list.length - waiting);
           }
         }
         hours += list.length;
