@@ -2,7 +2,8 @@
 // into PostgreSQL, shaped exactly like what the worker writes (sessions rows; events rows for
 // screen views, custom events and the service's own session_start/session_end), then logs
 // every (project, hour) of sessions and events in rollup_invalidations as the worker's commit does, refreshes the
-// rollups with the service's own refreshRollups() and runs VACUUM ANALYZE. It also writes a
+// rollups with the service's own refreshRollups(), builds the visit days behind unique visitors
+// (as the service's fold does: applyVisitorLog) and runs VACUUM ANALYZE. It also writes a
 // `profiles` row for every identified profile id it generates ('user-<n>', per project: a
 // first/last name and email derived from n, a properties object), as an identify would.
 //
@@ -39,6 +40,7 @@ import type { EventRecord } from '../internal/model/event';
 import { createPool, ensureDatabase, redactUrl, type Pool } from '../internal/store/db';
 import { migrate } from '../internal/store/migrate';
 import { refreshRollups } from '../internal/store/rollups';
+import { applyVisitorLog } from '../internal/store/visitor-days';
 import { PartitionKeeper } from '../internal/store/partitions';
 import { fillSessionSteps } from '../internal/store/session-steps';
 
@@ -453,7 +455,8 @@ async function main(): Promise<void> {
   const pool = createPool(args.db, args.workers + 1);
   // A bulk load: no fsync wait per commit (the refresh commits once per bucket), no JIT
   // (it compiles these wide generated expressions for seconds).
-  pool.on('connect', (c) => void c.query("SET synchronous_commit = off; SET jit = off; SET work_mem = '64MB'").catch(() => {}));
+  // The visitor log's triggers (sql/038) off: the visit days are built once from the sessions below.
+  pool.on('connect', (c) => void c.query("SET synchronous_commit = off; SET jit = off; SET work_mem = '64MB'; SET tidemark.visitor_log = 'off'").catch(() => {}));
   const { timescale } = await migrate(pool);
   for (const p of PROJECTS) {
     await pool.query('INSERT INTO projects (id, name, timezone) VALUES ($1, $1, $2)', [p.id, p.timezone]);
@@ -568,6 +571,12 @@ async function main(): Promise<void> {
     buckets += r.buckets;
   }
   log(args.noRollups ? 'rollups not refreshed (--no-rollups): every hour logged, read raw' : `rollups refreshed: ${buckets} (project, hour) buckets in ${fmt(performance.now() - r0)}`);
+  if (!args.noRollups) {
+    // What the service's fold does for a project with no visit days yet: build them.
+    const b0 = performance.now();
+    await applyVisitorLog(pool);
+    log(`visit days built in ${fmt(performance.now() - b0)}`);
+  }
 
   const v0 = performance.now();
   await pool.query('VACUUM (ANALYZE)');

@@ -11,7 +11,7 @@
 //      UTC hours before the current one (default), or the current hour (--live, below).
 //   3. PostgreSQL's CPU from the first request until it is quiet again: every event stored, the
 //      rollup refresh with nothing pending (no rollup_invalidations entry for an hour the events
-//      touched, no rollup_delta_sessions/rollup_delta_events rows), and its CPU rate back at the
+//      touched, no rollup_delta_sessions/rollup_delta_events rows, the visitor log folded), and its CPU rate back at the
 //      idle rate (measured before, same polling, `--idle-s`) for `--quiet-s`; the idle rate
 //      times the span is subtracted.
 //   4. The bare insert: the same events (the rows Tidemark stored for them, every column, as
@@ -461,7 +461,8 @@ async function run(): Promise<Result> {
         const countStored = storedSeen < target.stored;
         const q = await poller.query<{ inv: number; deltas: number; stored: number | null; open: number | null }>(
           `SELECT (SELECT count(*)::int FROM rollup_invalidations WHERE bucket < $1) AS inv,
-                  (EXISTS (SELECT 1 FROM rollup_delta_sessions) OR EXISTS (SELECT 1 FROM rollup_delta_events))::int AS deltas,
+                  (EXISTS (SELECT 1 FROM rollup_delta_sessions) OR EXISTS (SELECT 1 FROM rollup_delta_events)
+                   OR EXISTS (SELECT 1 FROM visitor_log))::int AS deltas,
                   CASE WHEN $3 THEN (SELECT count(*)::int FROM events WHERE project_id = $2 AND name NOT IN ('session_start', 'session_end')) END AS stored,
                   CASE WHEN $4 THEN (EXISTS (SELECT 1 FROM sessions WHERE project_id = $2 AND NOT ended))::int END AS open`,
           [new Date(closeAt).toISOString(), projectId, countStored, O.sessionTimeoutMin !== null]);
@@ -618,7 +619,7 @@ function markdown(r: Result, command: string): string {
   const L = [`## ${title}`, ''];
   L.push(`Command: \`${command}\``, '');
   L.push(`Machine: ${r.machine.nproc} CPUs, ${r.machine.cpu}, Node ${r.machine.node}; load average before ${r.machine.load}, after ${r.machine.loadAfter ?? '?'}. Date: ${r.machine.date}. A fresh \`npm start\` (defaults${r.options.sessionTimeoutMin !== null ? `, SESSION_TIMEOUT_MINUTES=${r.options.sessionTimeoutMin}` : ''}) on a new database, hll **${r.hll ? 'installed' : 'not installed'}**. ${r.sent.toLocaleString('en-US')} events through POST /track (300 pages, 10 browser user-agents, IPs of ~20 countries, search/social referrers, UTM on 15% of visits, 1-6 views a visit, custom events; ${r.options.connections} visits at a time), event times in ${r.hours.join(', ')} UTC${r.options.live ? ' (the live hour, counted until it closed and was recomputed)' : ' (the three hours before the current one)'}. Statuses ${JSON.stringify(r.statuses)}; sent in ${r.sendS.toFixed(1)} s (/track p50 ${r.trackMs.p50.toFixed(1)} ms, p99 ${r.trackMs.p99.toFixed(1)} ms), all stored after ${r.storedS.toFixed(1)} s. Rows: ${r.rows.events} events (${r.rows.sessionStarts} session_start, ${r.rows.sessionEnds} session_end), ${r.rows.sessions} sessions (${r.rows.openSessions} still open${r.options.sessionTimeoutMin === null ? ': they end 30 min later, not counted here' : ''}).`, '');
-  L.push(`PostgreSQL CPU: the whole server (postmaster with its reaped children + live children, /proc), from the first request until every event was stored, the refresh had nothing pending (rollup_invalidations of those hours, rollup_delta_*) and the CPU rate was back at idle for ${r.options.quietS} s; the idle rate (measured over ${r.options.idleS} s just before, same polling) times the span subtracted, and the benchmark's own polling connection left out. Own backends: this database's backends only (sampled every 500 ms).`, '');
+  L.push(`PostgreSQL CPU: the whole server (postmaster with its reaped children + live children, /proc), from the first request until every event was stored, the refresh had nothing pending (rollup_invalidations of those hours, rollup_delta_*, visitor_log) and the CPU rate was back at idle for ${r.options.quietS} s; the idle rate (measured over ${r.options.idleS} s just before, same polling) times the span subtracted, and the benchmark's own polling connection left out. Own backends: this database's backends only (sampled every 500 ms).`, '');
   L.push('| | events | span s | PostgreSQL CPU s | idle s | net s | **µs/event** | own backends µs/event |', '|---|---:|---:|---:|---:|---:|---:|---:|');
   L.push(`| Tidemark, all in (rollups included) | ${r.sent} | ${T.windowS.toFixed(1)}${T.timedOut ? ' (timed out)' : ''} | ${T.cpuS.toFixed(2)} | ${T.idleS.toFixed(2)} | ${T.netS.toFixed(2)} | **${T.usPerEvent.toFixed(0)}** | ${T.ownUsPerEvent.toFixed(0)} |`);
   L.push(`| bare insert (PK only, ${r.options.batch} a statement as one array a column, ${B.statements} statements in ${B.insertS.toFixed(2)} s) | ${B.rows} | ${B.windowS.toFixed(1)}${B.timedOut ? ' (timed out)' : ''} | ${B.cpuS.toFixed(2)} | ${B.idleS.toFixed(2)} | ${B.netS.toFixed(2)} | **${B.usPerEvent.toFixed(1)}** | ${B.ownUsPerEvent.toFixed(1)} |`);

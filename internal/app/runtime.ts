@@ -22,6 +22,7 @@ import { migrate, pendingMigrations } from '../store/migrate';
 import { PartitionKeeper } from '../store/partitions';
 import { listRevokedClientIds } from '../store/accounts';
 import { refreshRollups } from '../store/rollups';
+import { applyVisitorLog } from '../store/visitor-days';
 import { pgSaltStore } from '../store/maintenance';
 import { liveSessionOf } from '../store/device-session';
 import { ShardManager } from '../worker/shard-manager';
@@ -218,6 +219,8 @@ export async function start(cfg: Config, asked: Roles, thread?: ThreadOptions): 
             roundHours: cfg.ROLLUP_REFRESH_ROUND_HOURS, transactionHours: cfg.ROLLUP_REFRESH_TRANSACTION_HOURS,
           }),
         },
+        // the visit days behind exact unique visitors (docs/rollups.md, "Unique visitors by days")
+        { name: 'visitor-days', every: { everyMs: 5_000 }, run: () => applyVisitorLog(db) },
         { name: 'partitions-ahead', every: { everyMs: 3_600_000 }, run: () => partitions.ensureAhead() },
       ],
     });

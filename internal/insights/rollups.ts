@@ -7,6 +7,7 @@ import { compileAll, type IndexedFilter, type SqlParams } from '../query/filters
 import type { Filter } from '../query/params';
 import { LAYER_START, layerCtes, matching, perRow, probe, rawPerHour, renames, unionAll, unloggedRows, type Layers } from '../query/layered';
 import type { Period } from '../query/period';
+import { dayVisitorsCtes, type DayBuckets } from './day-visitors';
 import { HLL_PARAMS, pairRelation, planRead, readSource, type ReadPath, type ReadRequest, type ReadSource, type RollupRelation } from '../query/planner';
 
 export { HLL_PARAMS };
@@ -115,21 +116,17 @@ export const HLL_ERROR_BOUND = 0.03;
 interface VisitorCounting {
   /** Count exactly when the period has at most this many sessions. */
   exactMax: number;
-  /**
-   * The sketches exist (the hll extension is installed): rollup_visitors_hourly for unfiltered
-   * metrics, rollup_visitor_values_hourly for filtered ones; else always exact.
-   */
+  /** The sketches exist (hll): rollup_visitors_hourly unfiltered, rollup_visitor_values_hourly filtered; else exact. */
   sketches: boolean;
 }
 
 /**
- * Metrics over the rollups: one row per series bucket (1-based width_bucket index) plus the
- * totals row (bucket NULL), with the columns of the raw query (sessions, bounces,
- * timed_sessions, duration_ms, screen_views, visitors) and `exact` (visitors counted exactly).
- * From the source the planner chose: the unfiltered rollups (family sessions); the sessions
- * meeting filters on one dimension, from that dimension's rollup (session_dimension: for
- * visitors, rollup_visitor_values_hourly when `counting.sketches` says it exists); or filters on
- * two cube dimensions, from their daily pair metrics (session_pair_metrics, sql/018).
+ * Metrics over the rollups: one row per series bucket (1-based width_bucket index) and the totals
+ * row (bucket NULL), the raw query's columns (sessions, bounces, timed_sessions, duration_ms,
+ * screen_views, visitors), `exact` (visitors counted exactly) and with `days`, `days_ok`. From the
+ * planner's source: the unfiltered rollups (family sessions; `days`: visitors from the visit days,
+ * day-visitors.ts, unless days_ok is false); one dimension's rollup for filters on it (visitors:
+ * rollup_visitor_values_hourly when `counting.sketches`); or two cube dimensions' daily pair metrics.
  */
 export function rollupMetricsSql(
   scope: RollupScope,
@@ -138,6 +135,7 @@ export function rollupMetricsSql(
   counting: VisitorCounting = { exactMax: Infinity, sketches: false },
   source: ReadSource = readSource('sessions'),
   filters: readonly IndexedFilter[] = [],
+  days: DayBuckets | null = null,
 ): string {
   if (!['sessions', 'session_dimension', 'session_pair_metrics'].includes(source.family)) throw new Error(`no metrics over ${source.id}`);
   const b = bind(scope, params);
@@ -236,7 +234,9 @@ export function rollupMetricsSql(
       sketches AS (
         SELECT width_bucket(parts.hour, ${starts}) AS bucket, parts.visitors AS sketch FROM parts WHERE NOT ${exact}
       ),`;
-  const sketchVisitors = sketches
+  const sketchVisitors = days
+    ? dayVisitorsCtes(b.project, days, params)
+    : sketches
     ? `,${pair ? pairSketches : source.tables.visitors ? filteredSketches(source.tables.visitors) : periodSketches}
       -- one union per series bucket, then the total from those
       bucket_sketches AS MATERIALIZED (
@@ -272,10 +272,10 @@ export function rollupMetricsSql(
         SELECT width_bucket(parts.hour, ${starts}) AS bucket, ${sums('parts', (x) => `sum(${x})`)}
         FROM parts
         GROUP BY GROUPING SETS ((width_bucket(parts.hour, ${starts})), ())
-      ),${filter ? '' : decide}${exactVisitors}${sketchVisitors}
+      ),${filter ? '' : decide}${days ? '' : exactVisitors}${sketchVisitors}
       SELECT coalesce(sums.bucket, visitors.bucket) AS bucket,
              ${sums('sums', (x) => `coalesce(${x}, 0)`)}, coalesce(visitors.visitors, 0) AS visitors,
-             coalesce(visitors.exact, true) AS exact
+             coalesce(visitors.exact, true) AS exact${days ? ', (SELECT ok FROM vstate) AS days_ok' : ''}
       FROM sums FULL JOIN visitors ON coalesce(sums.bucket, -1) = coalesce(visitors.bucket, -1)`;
 }
 

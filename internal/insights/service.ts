@@ -9,6 +9,7 @@ import type { PageParams, PeriodParams } from '../query/params';
 import { bucketStarts, resolvePeriod, type Granularity, type Period } from '../query/period';
 import { withRead } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
+import { dayBuckets, visitorDaysReady } from './day-visitors';
 import { breakdownSql, insightsRequest, rollupMetricsSql, rollupPagesSql, RAW_MEASURES, type PlanTarget, wholeHoursOf } from './rollups';
 import { planRead, type ReadSource } from '../query/planner';
 import type { ConnectionSource, Queryable } from '../query/source';
@@ -102,12 +103,21 @@ export async function getMetricsOverPeriod(
   granularity?: Granularity,
 ): Promise<MetricsResponse & { period: Period }> {
   return runInsightsQuery(pool, projectId, params, now, options, async (ctx) => {
-    const p = new SqlParams();
     const exactMax = exactVisitorsMaxOf(options);
-    const sql = ctx.source
-      ? rollupMetricsSql(scopeOf(ctx), ctx.period.buckets, p, { exactMax, sketches: ctx.sketches }, ctx.source, ctx.filters.session)
-      : rawMetricsSql(ctx, p);
-    const { rows } = await ctx.db.query<MetricsRow>(sql, p.values);
+    // Unfiltered whole local days: unique visitors from the visit days' returns (exact), unless
+    // the project's are not built or hold too much unfolded log (days_ok false): then as before.
+    const unfiltered = ctx.source?.family === 'sessions' && !ctx.filters.session.length && !ctx.filters.event.length;
+    const run = async (days: ReturnType<typeof dayBuckets>) => {
+      const p = new SqlParams();
+      const sql = ctx.source
+        ? rollupMetricsSql(scopeOf(ctx), ctx.period.buckets, p, { exactMax, sketches: ctx.sketches && !days }, ctx.source, ctx.filters.session, days)
+        : rawMetricsSql(ctx, p);
+      return (await ctx.db.query<MetricsRow>(sql, p.values)).rows;
+    };
+    const whole = unfiltered && options.path !== 'raw' ? dayBuckets(ctx.period) : null;
+    const days = whole && (await visitorDaysReady(ctx.db, projectId)) ? whole : null;
+    let rows = await run(days);
+    if (days && rows.some((r) => r.days_ok === false)) rows = await run(null);
     const empty = metricValues(undefined);
     let totals = empty;
     const byBucket = new Map<number, MetricValues>();
@@ -141,7 +151,7 @@ function rawMetricsSql(ctx: QueryContext, p: SqlParams): string {
 /** The five session sums as metrics and breakdowns select them (bigint and numeric: text). */
 type SumsRow = Record<'sessions' | 'bounces' | 'timed_sessions' | 'duration_ms' | 'screen_views', string>;
 
-type MetricsRow = SumsRow & { bucket: string | number | null; visitors: string };
+type MetricsRow = SumsRow & { bucket: string | number | null; visitors: string; days_ok?: boolean };
 
 function metricValues(row: MetricsRow | undefined): MetricValues {
   const sessions = toNumber(row?.sessions);

@@ -2,6 +2,7 @@
 import { transaction, type Pool } from './db';
 import { PARTITION_LOCK_TIMEOUT_MS } from './partitions';
 import { rollupKinds } from './rollups';
+import { VISITOR_LOCK } from './visitor-days';
 
 /** Deletes raw events and sessions older than `days` (0 keeps everything). */
 export async function applyRetention(db: Pool, days: number): Promise<{ events: number; sessions: number }> {
@@ -23,7 +24,11 @@ export async function applyRetention(db: Pool, days: number): Promise<{ events: 
   }
   if (ts) {
     await db.query(`SELECT drop_chunks('events', older_than => $1::timestamptz)`, [cutoff]);
-    await db.query(`SELECT drop_chunks('sessions', older_than => $1::timestamptz)`, [cutoff]);
+    await transaction(db, async (c) => {
+      await c.query('SELECT pg_advisory_xact_lock($1)', [VISITOR_LOCK]);
+      await c.query(`SELECT drop_chunks('sessions', older_than => $1::timestamptz)`, [cutoff]);
+      await forgetVisitorDays(c);
+    });
     // Rollups of the dropped window are recomputed (to nothing) so they stop counting it.
     for (const rel of kinds.caggs) {
       await db.query('CALL refresh_continuous_aggregate($1::regclass, NULL, date_trunc(\'hour\', $2::timestamptz, \'UTC\'))', [rel, cutoff]);
@@ -40,8 +45,25 @@ export async function applyRetention(db: Pool, days: number): Promise<{ events: 
     if (p.upper && new Date(p.upper) <= new Date(cutoff) && /^events_p\d{6}$/.test(p.name)) await dropPartition(db, p.name);
   }
   const ev = await db.query('DELETE FROM events WHERE created_at < $1', [cutoff]);
-  const se = await db.query('DELETE FROM sessions WHERE started_at < $1', [cutoff]);
+  // Not one visitor-log entry per session deleted: the projects' visit days are rebuilt instead.
+  const se = await transaction(db, async (c) => {
+    await c.query("SELECT set_config('tidemark.visitor_log', 'off', true)");
+    // after a fold under way (its build could read the sessions about to go)
+    await c.query('SELECT pg_advisory_xact_lock($1)', [VISITOR_LOCK]);
+    const r = await c.query('DELETE FROM sessions WHERE started_at < $1', [cutoff]);
+    if (r.rowCount) await forgetVisitorDays(c);
+    return r;
+  });
   return { events: ev.rowCount ?? 0, sessions: se.rowCount ?? 0 };
+}
+
+/**
+ * Sessions went without their visitor-log entries (retention): every project's visit days
+ * (sql/038) are rebuilt from the sessions left by the next fold (internal/store/visitor-days.ts);
+ * their unique visitors are read as before until then.
+ */
+async function forgetVisitorDays(db: Pick<Pool, 'query'>): Promise<void> {
+  await db.query('DELETE FROM visitor_state');
 }
 
 /**
