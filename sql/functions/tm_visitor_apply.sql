@@ -35,7 +35,12 @@ BEGIN
   ),
   ch AS (
     SELECT g.project_id, g.profile_id, g.day, coalesce(d.sessions, 0) AS cur, greatest(coalesce(d.sessions, 0) + g.delta, 0) AS now
-    FROM g LEFT JOIN visitor_days d ON d.project_id = g.project_id AND d.profile_id = g.profile_id AND d.day = g.day
+    -- one primary-key probe each (LATERAL, kept by OFFSET 0): as a join, the planner hashed
+    -- the whole table (195k rows at 1M events: half the statement's time)
+    FROM g LEFT JOIN LATERAL (
+      SELECT x.sessions FROM visitor_days x
+      WHERE x.project_id = g.project_id AND x.profile_id = g.profile_id AND x.day = g.day OFFSET 0
+    ) d ON true
   ),
   put AS (
     INSERT INTO visitor_days AS d (project_id, profile_id, day, sessions)
