@@ -1,6 +1,6 @@
 // Retention on the TimescaleDB path (PGlite engine, test/support/timescale.ts): old chunks are
 // dropped, the continuous aggregates forget them, and the service-kept rollup tables (pages)
-// lose their old rows; recent data and its rollups stay.
+// lose their old rows; recent data and its rollups stay; the visit days are rebuilt.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
@@ -8,6 +8,7 @@ import type { Pool } from '../internal/store/db';
 import { applyRetention } from '../internal/store/maintenance';
 import { migrate } from '../internal/store/migrate';
 import { refreshRollups } from '../internal/store/rollups';
+import { applyVisitorLog } from '../internal/store/visitor-days';
 import { startTimescale, type Timescale } from './support/timescale';
 
 test('TimescaleDB retention drops old chunks and the rollup rows that counted them', { timeout: 300_000 }, async () => {
@@ -41,8 +42,16 @@ test('TimescaleDB retention drops old chunks and the rollup rows that counted th
       pages: await n("SELECT coalesce(sum(sessions), 0) AS n FROM rollup_pages_hourly WHERE project_id = 'p'"),
     });
     assert.deepEqual(await sums(), { sessions: 2, events: 2, sessionRollup: 2, countryRollup: 2, eventRollup: 2, pages: 2 });
+    // The visit days (sql/038): built, they count both visitors' days.
+    await applyVisitorLog(db);
+    const visitDays = () => n("SELECT count(*) AS n FROM visitor_days WHERE project_id = 'p'");
+    assert.equal(await visitDays(), 2);
     await applyRetention(db, 5);
     assert.deepEqual(await sums(), { sessions: 1, events: 1, sessionRollup: 1, countryRollup: 1, eventRollup: 1, pages: 1 });
+    // drop_chunks fires no trigger: the project awaits a rebuild, which counts what is left.
+    assert.equal(await n('SELECT count(*) AS n FROM visitor_state'), 0);
+    await applyVisitorLog(db);
+    assert.equal(await visitDays(), 1);
   } finally {
     await db?.end();
     await engine?.stop();

@@ -26,8 +26,9 @@ export async function applyRetention(db: Pool, days: number): Promise<{ events: 
     await db.query(`SELECT drop_chunks('events', older_than => $1::timestamptz)`, [cutoff]);
     await transaction(db, async (c) => {
       await c.query('SELECT pg_advisory_xact_lock($1)', [VISITOR_LOCK]);
-      await c.query(`SELECT drop_chunks('sessions', older_than => $1::timestamptz)`, [cutoff]);
-      await forgetVisitorDays(c);
+      // one row per chunk dropped
+      const dropped = await c.query(`SELECT drop_chunks('sessions', older_than => $1::timestamptz)`, [cutoff]);
+      if (dropped.rowCount) await forgetVisitorDays(c);
     });
     // Rollups of the dropped window are recomputed (to nothing) so they stop counting it.
     for (const rel of kinds.caggs) {
