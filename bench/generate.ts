@@ -598,7 +598,7 @@ async function main(): Promise<void> {
        ('load_avg', $5), ('command', $6), ('rollups', $7)`,
     [
       new Date(nowMs).toISOString(), String(args.events), (loadedMs / 1000).toFixed(1), (totalMs / 1000).toFixed(1),
-      os.loadavg().map((x) => x.toFixed(2)).join(' / '), `npx tsx bench/generate.ts --events ${args.events} --db ${redactUrl(args.db)}${args.noRollups ? ' --no-rollups' : ''}`,
+      os.loadavg().map((x) => x.toFixed(2)).join(' / '), `npx tsx bench/generate.ts --events ${args.events} --db ${redactUrl(args.db)}${args.noRollups ? ' --no-rollups' : ''}${args.noHll ? ' --no-hll' : ''}`,
       args.noRollups ? 'not refreshed (--no-rollups): every hour logged in rollup_invalidations, read raw' : 'refreshed',
     ],
   );
