@@ -53,13 +53,31 @@ const readySql = (project: string): string =>
    AND (SELECT count(*) FROM (SELECT 1 FROM visitor_log l WHERE l.project_id = ${project}
                               LIMIT ${MAX_PENDING_VISITOR_ENTRIES + 1}) x) <= ${MAX_PENDING_VISITOR_ENTRIES}`;
 
+/** Projects last seen ready, and when (ms): asked again after READY_TTL_MS. */
+const readySeen = new Map<string, number>();
+const READY_TTL_MS = 10_000;
+
 /**
  * Asked before a read, so that a project that is not ready costs one small statement, not a
- * statement whose visitors are thrown away (the read checks again: it may have changed since).
+ * statement whose visitors are thrown away. A project seen ready in the last 10 s is not asked
+ * again: the read checks in its own statement (days_ok) and is redone the other way when it is
+ * not, which `forgetReady` then records.
  */
-export async function visitorDaysReady(db: Queryable, projectId: string): Promise<boolean> {
+export async function visitorDaysReady(db: Queryable, projectId: string, now = Date.now()): Promise<boolean> {
+  const seen = readySeen.get(projectId);
+  if (seen !== undefined && now - seen < READY_TTL_MS) return true;
   const r = await db.query<{ ok: boolean }>(`SELECT ${readySql('$1')} AS ok`, [projectId]);
-  return r.rows[0]?.ok === true;
+  const ok = r.rows[0]?.ok === true;
+  if (ok) {
+    if (readySeen.size > 10_000) readySeen.clear();
+    readySeen.set(projectId, now);
+  } else readySeen.delete(projectId);
+  return ok;
+}
+
+/** A read found the project not ready after all (its statement's days_ok was false). */
+export function forgetReady(projectId: string): void {
+  readySeen.delete(projectId);
 }
 
 /**

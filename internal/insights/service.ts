@@ -9,7 +9,7 @@ import type { PageParams, PeriodParams } from '../query/params';
 import { bucketStarts, resolvePeriod, type Granularity, type Period } from '../query/period';
 import { withRead } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
-import { dayBuckets, visitorDaysReady } from './day-visitors';
+import { dayBuckets, forgetReady, visitorDaysReady } from './day-visitors';
 import { breakdownSql, insightsRequest, rollupMetricsSql, rollupPagesSql, RAW_MEASURES, type PlanTarget, wholeHoursOf } from './rollups';
 import { planRead, type ReadSource } from '../query/planner';
 import type { ConnectionSource, Queryable } from '../query/source';
@@ -117,7 +117,10 @@ export async function getMetricsOverPeriod(
     const whole = unfiltered && options.path !== 'raw' ? dayBuckets(ctx.period) : null;
     const days = whole && (await visitorDaysReady(ctx.db, projectId)) ? whole : null;
     let rows = await run(days);
-    if (days && rows.some((r) => r.days_ok === false)) rows = await run(null);
+    if (days && rows.some((r) => r.days_ok === false)) {
+      forgetReady(projectId);
+      rows = await run(null);
+    }
     const empty = metricValues(undefined);
     let totals = empty;
     const byBucket = new Map<number, MetricValues>();
