@@ -46,9 +46,12 @@ export function dayBuckets(period: Period): DayBuckets | null {
   return { starts, stop: iso(stop) };
 }
 
-/** Whether the project's visit days are built in its timezone and its unfolded log is small (`vstate.ok`). */
+/**
+ * Whether the project's visit days are built in its timezone, one PostgreSQL knows (else they are
+ * in UTC days, not the local days the buckets start on), and its unfolded log is small (`vstate.ok`).
+ */
 const readySql = (project: string): string =>
-  `coalesce((SELECT s.timezone = pr.timezone FROM visitor_state s JOIN projects pr ON pr.id = s.project_id
+  `coalesce((SELECT s.timezone = pr.timezone AND s.zone = s.timezone FROM visitor_state s JOIN projects pr ON pr.id = s.project_id
              WHERE s.project_id = ${project}), false)
    AND (SELECT count(*) FROM (SELECT 1 FROM visitor_log l WHERE l.project_id = ${project}
                               LIMIT ${MAX_PENDING_VISITOR_ENTRIES + 1}) x) <= ${MAX_PENDING_VISITOR_ENTRIES}`;
