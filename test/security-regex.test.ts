@@ -1,6 +1,8 @@
 // Regex filters that would run for a very long time are cut off by the statement timeout
-// (QUERY_TIMEOUT_MS=500 here: the budget of a whole request, all its statements together, so
-// a normal dashboard read still fits under the storm on a busy machine): every read endpoint answers 503 with a clear JSON message
+// (QUERY_TIMEOUT_MS=1000 here: the budget of a whole request, all its statements together, so
+// a normal dashboard read still fits under the storm on a busy machine: alone on a 2-core
+// machine a normal 30-day metrics read took up to ~450 ms under the storm, and over 500 ms with
+// the suite's other files running beside it): every read endpoint answers 503 with a clear JSON message
 // within about the timeout, never hangs, keeps answering other requests meanwhile, and leaks
 // no database connection.
 //
@@ -9,13 +11,13 @@
 // (((a{1,40}){1,40}){1,40}b went from minutes to milliseconds). What stays slow is a
 // back-reference, which the engine must backtrack: the "prime test" ^(aa+)\1+$ on a run of
 // a's of prime length tries every divisor, ~2 s on one 20,011-char value here (~60 ms on
-// 1,009 chars), i.e. four times the 500 ms budget per row, with 8 such rows.
+// 1,009 chars), i.e. twice the 1000 ms budget per row, with 8 such rows.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestEnv, startApp, post, track, waitFor, type Credentials } from './support/harness';
 import { assertSane, CaseCounter, credHeaders, request, type Answer } from './support/fuzz-kit';
 
-const TIMEOUT_MS = 500;
+const TIMEOUT_MS = 1000;
 const SLOW = '^(aa+)\\1+$';
 const LONG = 'a'.repeat(20_011); // prime: no divisor matches, every one is tried
 
@@ -74,18 +76,18 @@ function assertCutOff(a: Answer, path: string): void {
     assert.equal(body.error, 'Service Unavailable');
     assert.match(body.message, new RegExp(`longer than ${TIMEOUT_MS} ms`));
   }
-  // Within about the budget: the statement is cancelled at 500 ms; the rest is overhead on a busy machine.
-  assert.ok(a.ms < 3000, `${path}: answered after ${Math.round(a.ms)} ms`);
+  // Within about the budget: the statement is cancelled at the budget; the rest is overhead on a busy machine.
+  assert.ok(a.ms < 3000 + TIMEOUT_MS, `${path}: answered after ${Math.round(a.ms)} ms`);
 }
 
 test('the pattern is really slow in PostgreSQL (the test is not vacuous)', async () => {
   const client = await env.db.connect();
   try {
-    await client.query('SET statement_timeout = 1000');
+    await client.query(`SET statement_timeout = ${2 * TIMEOUT_MS}`);
     const t0 = performance.now();
     const r = await client.query('SELECT repeat($1, 20011) ~ $2 AS m', ['a', SLOW]).then(() => 'finished', (err) => (err as { code?: string }).code);
     const ms = performance.now() - t0;
-    assert.ok(r === '57014' || ms > 4 * TIMEOUT_MS, `one 20,011-char value took ${Math.round(ms)} ms (${r}); the test needs it far above ${TIMEOUT_MS} ms`);
+    assert.ok(r === '57014' || ms > 2 * TIMEOUT_MS, `one 20,011-char value took ${Math.round(ms)} ms (${r}); the test needs it far above ${TIMEOUT_MS} ms`);
   } finally {
     await client.query('RESET statement_timeout');
     client.release();
@@ -99,7 +101,7 @@ test('every read endpoint answers a catastrophic regex with 503 within about the
 test('other requests are answered quickly while slow regex queries run, and no connection leaks', async () => {
   // 8 slow requests at once, one per read route: a storm on two cores, below the pool's 20
   // connections, so what is measured is the CPU they leave to normal reads (each regex
-  // statement burns its whole 500 ms budget; with 16 or 24 at once a normal read's own few
+  // statement burns its whole budget; with 16 or 24 at once a normal read's own few
   // ms of CPU stretched past that budget on a 2-core CI machine, in one run out of two).
   const storm = Promise.all(SLOW_PATHS().map((p) => read(p, 'slow-regex').then((a) => assertCutOff(a, p))));
   const latencies: number[] = [];
