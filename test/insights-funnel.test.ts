@@ -249,7 +249,7 @@ test('auth: 401 without credentials, 403 for a write client or another project, 
   assert.deepEqual(Object.keys(unknown.body).sort(), ['error', 'message']);
 });
 
-test('cost: only the step names in the period, through events_funnel_idx', async () => {
+test('cost: only the step names in the period, through events_name_time_idx', async () => {
   for (const groupBy of ['session_id', 'profile_id']) {
     const q = new URLSearchParams({ ...PERIOD, groupBy });
     for (const s of [P, S, B]) q.append('steps', s);
@@ -275,7 +275,7 @@ test('cost: only the step names in the period, through events_funnel_idx', async
       // one partition (March 2024; February's holds S13's pricing), by name and time
       assert.equal(scans.length, 1, JSON.stringify(scans));
       const scan = scans[0]!;
-      // events_funnel_idx (sql/034): the steps' events with their session and profile, no bots
+      // events_name_time_idx (sql/039): the steps' events with their session, profile and bot flag
       assert.match(scan['Node Type']!, /^Index (Only )?Scan$/, JSON.stringify(scan));
       assert.match(scan['Index Name']!, /project_id_name_created_at_session_id/);
       const cond = scan['Index Cond']!;

@@ -5,7 +5,7 @@
 //
 // OpenPanel reads ClickHouse materialized views that hold the whole history; here every
 // answer reads the events table through an index and bounded work: names by a skip scan of
-// events_project_name_time_idx (one probe per distinct name), and counts, keys and values from
+// events_name_time_idx (one probe per distinct name), and counts, keys and values from
 // the project's (or the event name's) most recent RECENT_EVENTS events, newest first.
 import { z } from 'zod';
 import { BadRequestError } from '../http/errors';

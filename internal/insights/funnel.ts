@@ -4,8 +4,8 @@
 // and where it differs from OpenPanel, whose ClickHouse query uses windowFunnel.
 //
 // One statement: the period's non-bot events named by a step, one range of
-// events_funnel_idx (project_id, name, created_at) INCLUDE (session_id, profile_id) WHERE NOT
-// is_bot (sql/034) per name, index-only, sorted once by
+// events_name_time_idx (project_id, name, created_at) INCLUDE (session_id, profile_id, is_bot,
+// ...) (sql/039) per name, index-only (bots left out on the index entry), sorted once by
 // (group, time), then one window pass per step that carries, for each event of step k, the
 // latest first-step time of a chain that reaches it (a chain starting later leaves the most
 // room in the window).

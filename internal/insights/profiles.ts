@@ -83,7 +83,7 @@ export async function findProfiles(
     if (params.performedEvent !== undefined && (RESERVED_EVENT_NAMES as readonly string[]).includes(params.performedEvent)) {
       own.push('false'); // the service's session rows are not events anyone performed
     } else if (params.performedEvent) {
-      // The profiles of the name's latest PERFORMED_EVENTS events (events_project_name_time_idx).
+      // The profiles of the name's latest PERFORMED_EVENTS events (events_name_time_idx).
       own.push(`p.id IN (SELECT x.profile_id FROM (
           SELECT e.profile_id FROM events e
           WHERE e.project_id = ${project} AND e.name = ${p.add(params.performedEvent)} AND NOT e.is_bot

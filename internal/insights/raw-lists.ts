@@ -4,8 +4,8 @@
 // docs/api.md ("Events, sessions and profiles") and docs/insights-decisions.md say what each
 // answers and where it differs from OpenPanel.
 //
-// Cost: rows are read newest first through an index (events: events_project_time_idx, or
-// events_project_name_time_idx per event name, or events_project_profile_idx for a profile;
+// Cost: rows are read newest first through an index (events: events_time_idx, or
+// events_name_time_idx per event name, or events_project_profile_idx for a profile;
 // sessions: sessions_visitors_idx, or the profile's walk of ./profile-walk.ts), so an answer
 // stops after `limit` rows. A condition the index cannot serve (a column parameter, a filter,
 // `properties`) is tested on at most the latest SCAN_ROWS rows of the period: a rare value

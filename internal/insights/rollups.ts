@@ -306,7 +306,7 @@ export function rollupPagesSql(scope: RollupScope, params: SqlParams, limit: num
       spans AS MATERIALIZED (
         SELECT ts.bucket, max(ts.last_event_at) AS until FROM ts GROUP BY ts.bucket
       ),
-      -- the views of the log hours' sessions: the columns of events_views_idx only (an index-only
+      -- the views of the log hours' sessions: the columns events_name_time_idx carries (an index-only
       -- scan; titles are looked up below for the returned rows alone). Each view takes its
       -- session's columns by a window over (session, log hour), not by a join: the planner
       -- estimates one row for ts (its sessions are new, their statistics not yet gathered) and

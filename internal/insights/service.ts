@@ -199,8 +199,8 @@ export async function getPages(
 
 /**
  * Pages, the same rows as referencePagesSql() for less work: only the session columns
- * needed are materialised; the views come from an index-only scan (events_views_idx,
- * sql/003_query_indexes.sql); grouping and sorting compare bytes (COLLATE "C": the same
+ * needed are materialised; the views come from an index-only scan (events_name_time_idx,
+ * sql/039: the range name = 'screen_view' of the period); grouping and sorting compare bytes (COLLATE "C": the same
  * groups, as equality is bytewise either way); and the title (the latest titled counted
  * view) is looked up only for the rows of the requested page, each by a short backward
  * scan of events_view_titles_idx.

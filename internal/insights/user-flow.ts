@@ -89,7 +89,7 @@ export async function getUserFlow(
       `WITH s AS MATERIALIZED (
          SELECT s.id, s.started_at, s.last_event_at FROM (${sessionsSql}) s
        ),
-       -- the sessions holding the start event (events_project_name_time_idx over the period)
+       -- the sessions holding the start event (events_name_time_idx over the period)
        st AS MATERIALIZED (
          SELECT s.id, s.started_at, s.last_event_at FROM s
          WHERE s.id IN (
@@ -99,7 +99,7 @@ export async function getUserFlow(
              AND e.created_at <= (SELECT max(s2.last_event_at) FROM s s2)
              AND NOT e.is_bot)
        ),
-       -- their events in time order (events_project_time_idx over the period)
+       -- their events in time order (events_time_idx over the period)
        ev AS (
          SELECT e.session_id, e.name,
                 lag(e.name) OVER (PARTITION BY e.session_id ORDER BY e.created_at, e.id) AS previous,
