@@ -299,11 +299,13 @@ ${withoutHll ? NOTES_WITHOUT_HLL : NOTES}
 const NOTES_WITHOUT_HLL = `Reading the table: the same reads as with hll (the section "Insights queries"), except
 unique visitors. Unfiltered over whole local days (metrics 7d and 30d) they come from the visit
 days (docs/rollups.md, "Unique visitors by days"), as they do with hll: a sum over a few hundred
-rows whatever the traffic. Filtered, or in an hourly series (metrics yesterday), they are counted
-exactly over the period's sessions (the distinct profile ids of the sessions that pass the
-filters), however many: linear in the sessions of the period, which is what the filtered 30-day
-metrics rows pay (~160k sessions of the main project at 1M, ~1.6M at 10M); with hll those read
-sketches. Every breakdown and pages row reads the same rollups as with hll. The aims are the same.`;
+rows whatever the traffic. An hourly series of a whole day (metrics yesterday) takes its total
+from them too and counts each hour exactly from its sessions (one index-only range an hour).
+Filtered, they are counted exactly over the period's sessions (the distinct profile ids of the
+sessions that pass the filters), however many: linear in the sessions of the period, which is
+what the filtered 30-day metrics rows pay (~160k sessions of the main project at 1M, ~1.6M at
+10M); with hll those read sketches. Every breakdown and pages row reads the same rollups as with
+hll. The aims are the same.`;
 
 const NOTES = `Reading the table:
 - Unfiltered metrics, pages and breakdowns read the rollups plus the raw sessions (and, for

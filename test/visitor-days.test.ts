@@ -97,16 +97,22 @@ async function assertVisitorsExact(projectId: string, label: string, db: Pool = 
     [localDate(T0 - DAY), localDate(T0 + (SPAN_DAYS + 1) * DAY)], // every session, daily buckets
     [localDate(T0 + 3 * DAY), localDate(T0 + 12 * DAY)], // across the DST change
     [localDate(T0 + 9 * DAY), localDate(T0 + 10 * DAY)], // the day of the change and the next
-    [localDate(T0 + 5 * DAY), localDate(T0 + 5 * DAY)], // one day (hourly buckets: read as before)
+    [localDate(T0 + 5 * DAY), localDate(T0 + 5 * DAY)], // one day: hourly buckets
+    [localDate(T0 + 10 * DAY), localDate(T0 + 10 * DAY)], // the day of the change: 25 hourly buckets
   ];
   for (const [startDate, endDate] of periods) {
     const params = parsePeriodParams(new URLSearchParams({ startDate, endDate }));
-    const [auto, raw] = await Promise.all([
+    // Sketches or not (hll installed here or not): every count exact (no bound) takes the
+    // visit days for whole days, and for an hourly series' total.
+    const [auto, exact, raw] = await Promise.all([
       getMetrics(db, projectId, params, new Date()),
+      getMetrics(db, projectId, params, new Date(), { exactVisitorsMax: Infinity }),
       getMetrics(db, projectId, params, new Date(), { path: 'raw' }),
     ]);
-    assert.equal(auto.metrics.unique_visitors, raw.metrics.unique_visitors, `${label}: ${startDate}..${endDate} total`);
-    assert.deepEqual(auto.series.map((s) => s.unique_visitors), raw.series.map((s) => s.unique_visitors), `${label}: ${startDate}..${endDate} series`);
+    for (const [name, got] of [['auto', auto], ['no bound', exact]] as const) {
+      assert.equal(got.metrics.unique_visitors, raw.metrics.unique_visitors, `${label}: ${startDate}..${endDate} total (${name})`);
+      assert.deepEqual(got.series.map((s) => s.unique_visitors), raw.series.map((s) => s.unique_visitors), `${label}: ${startDate}..${endDate} series (${name})`);
+    }
   }
 }
 
@@ -132,6 +138,27 @@ test('the log folded in small steps equals a build from the sessions, and reads 
   assert.equal(states.rowCount, 2, 'both projects are built');
 });
 
+test("a session upsert that changes its counts alone logs nothing; a profile change logs the move", async () => {
+  await applyVisitorLog(env.db);
+  const log = async () => (await env.db.query<{ profile_id: string; delta: number }>('SELECT profile_id, delta FROM visitor_log ORDER BY delta')).rows;
+  assert.deepEqual(await log(), []);
+  // The worker's statement: an upsert of existing sessions that sets every column, the profile
+  // to the one it has.
+  const upserted = await env.db.query(
+    `INSERT INTO sessions SELECT * FROM sessions WHERE project_id = $1 AND NOT is_bot ORDER BY id LIMIT 20
+     ON CONFLICT (started_at, id) DO UPDATE SET event_count = sessions.event_count + 1, profile_id = EXCLUDED.profile_id`, [P]);
+  assert.equal(upserted.rowCount, 20);
+  assert.deepEqual(await log(), [], 'no entry for a session whose profile did not change');
+  // An identify: one session moves to another profile.
+  const moved = await env.db.query<{ old: string }>(
+    `UPDATE sessions s SET profile_id = 'u-identified' FROM (SELECT id, profile_id FROM sessions WHERE project_id = $1 AND NOT is_bot ORDER BY id LIMIT 1) o
+     WHERE s.id = o.id RETURNING o.profile_id AS old`, [P]);
+  assert.deepEqual(await log(), [{ profile_id: moved.rows[0]!.old, delta: -1 }, { profile_id: 'u-identified', delta: 1 }]);
+  await applyVisitorLog(env.db);
+  assert.deepEqual(await tables(P), await built(P));
+  await assertVisitorsExact(P, 'after an identify');
+});
+
 test('reads take the visit days: a spoilt returns row shows in the answer', async () => {
   await applyVisitorLog(env.db);
   const params = parsePeriodParams(new URLSearchParams({ startDate: localDate(T0), endDate: localDate(T0 + SPAN_DAYS * DAY) }));
@@ -145,6 +172,28 @@ test('reads take the visit days: a spoilt returns row shows in the answer', asyn
   assert.equal((await getMetrics(env.db, P, params, new Date())).metrics.unique_visitors, before + 1000);
   await env.db.query(`UPDATE visitor_day_returns SET visitors = visitors - 1000 WHERE project_id = $1 AND day = $2::date AND visitors > 1000`, [P, row.rows[0]!.day]);
   assert.equal((await getMetrics(env.db, P, params, new Date())).metrics.unique_visitors, before);
+});
+
+test("an hourly series of one local day takes its total from the visit days and counts its hours from the sessions", async () => {
+  await applyVisitorLog(env.db);
+  const day = localDate(T0 + 5 * DAY);
+  const params = parsePeriodParams(new URLSearchParams({ startDate: day, endDate: day }));
+  const options = { exactVisitorsMax: Infinity };
+  const before = await getMetrics(env.db, P, params, new Date(), options);
+  assert.equal(before.series.length, 24);
+  assert.ok(before.metrics.unique_visitors > 0);
+  const row = await env.db.query(
+    `UPDATE visitor_day_returns SET visitors = visitors + 1000
+     WHERE (project_id, day, prev_day) = (SELECT project_id, day, prev_day FROM visitor_day_returns WHERE project_id = $1 AND day = $2::date LIMIT 1)`,
+    [P, day]);
+  assert.equal(row.rowCount, 1);
+  try {
+    const spoilt = await getMetrics(env.db, P, params, new Date(), options);
+    assert.equal(spoilt.metrics.unique_visitors, before.metrics.unique_visitors + 1000, 'the total is the visit days\' sum');
+    assert.deepEqual(spoilt.series.map((s) => s.unique_visitors), before.series.map((s) => s.unique_visitors), 'the hours are counted from the sessions');
+  } finally {
+    await env.db.query('UPDATE visitor_day_returns SET visitors = visitors - 1000 WHERE project_id = $1 AND day = $2::date AND visitors > 1000', [P, day]);
+  }
 });
 
 test('a timezone change: read as before until rebuilt in the new zone, exact throughout', async () => {

@@ -1,9 +1,10 @@
 // dayBuckets: which periods and series unique visitors can take from the visit days (whole
-// local days only), and the days each bucket starts on.
+// local days only), and the days each bucket starts on; periodDays: which periods can take
+// their total alone from them (an hourly series of whole days).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { resolvePeriod } from '../query/period';
-import { dayBuckets } from './day-visitors';
+import { dayBuckets, periodDays } from './day-visitors';
 
 const now = new Date('2026-10-27T15:20:00Z');
 
@@ -37,4 +38,21 @@ test('a range that ends today covers today whole', () => {
 test('hourly series and sliding ranges are not whole days', () => {
   assert.equal(dayBuckets(resolvePeriod({ range: '30d', startDate: '2026-10-25', endDate: '2026-10-25' }, 'Europe/Berlin', now)), null);
   assert.equal(dayBuckets(resolvePeriod({ range: '30min' }, 'UTC', now)), null);
+});
+
+test('an hourly series of whole local days takes its total alone from the visit days', () => {
+  const yesterday = resolvePeriod({ range: 'yesterday' }, 'Europe/Berlin', now);
+  assert.equal(yesterday.granularity, 'hour');
+  assert.equal(dayBuckets(yesterday), null);
+  assert.deepEqual(periodDays(yesterday), { starts: ['2026-10-26'], stop: '2026-10-27', totalOnly: true });
+  // the day summer time ends in Berlin: 25 hourly buckets, one local day
+  const change = resolvePeriod({ range: '30d', startDate: '2026-10-25', endDate: '2026-10-25' }, 'Europe/Berlin', now);
+  assert.equal(change.buckets.length, 25);
+  assert.deepEqual(periodDays(change), { starts: ['2026-10-25'], stop: '2026-10-26', totalOnly: true });
+});
+
+test('sliding ranges are not whole days', () => {
+  assert.equal(periodDays(resolvePeriod({ range: 'last24h' }, 'UTC', now)), null);
+  assert.equal(periodDays(resolvePeriod({ range: 'lastHour' }, 'UTC', now)), null);
+  assert.equal(periodDays(resolvePeriod({ range: '30min' }, 'UTC', now)), null);
 });

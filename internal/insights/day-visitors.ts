@@ -12,6 +12,8 @@ export const MAX_PENDING_VISITOR_ENTRIES = 50_000;
 export interface DayBuckets {
   starts: string[];
   stop: string;
+  /** The visit days count the whole period only (its buckets are not whole days: they are counted otherwise). */
+  totalOnly?: boolean;
 }
 
 const iso = (d: LocalDate): string =>
@@ -44,6 +46,17 @@ export function dayBuckets(period: Period): DayBuckets | null {
     starts.push(iso(d));
   }
   return { starts, stop: iso(stop) };
+}
+
+/**
+ * The period as one run of local days, for its total alone, or null when its start or end is not
+ * a local midnight: an hourly series of whole days (yesterday, or dates a day long).
+ */
+export function periodDays(period: Period): DayBuckets | null {
+  const first = midnight(period.start.getTime(), period.timezone);
+  const stop = midnight(period.end.getTime(), period.timezone);
+  if (!first || !stop || period.end.getTime() <= period.start.getTime()) return null;
+  return { starts: [iso(first)], stop: iso(stop), totalOnly: true };
 }
 
 /**
@@ -86,12 +99,14 @@ export function forgetReady(projectId: string): void {
 /**
  * CTEs `vstate` (ok: the project's visit days are built in its current timezone and its
  * unfolded log is small) and `visitors` (bucket: 1-based index of `days.starts`, NULL for
- * the whole period; visitors; exact: true), for rollupMetricsSql without filters. A visitor counts in a run of days [a, b) once: the visit days in
+ * the whole period; visitors; exact: true), for rollupMetricsSql without filters. With
+ * `bucketsFrom` (a CTE of bucket and visitors rows), the buckets' rows are that CTE's and only
+ * the whole period's comes from the visit days. A visitor counts in a run of days [a, b) once: the visit days in
  * it whose previous visit day is before a. Folded days come from visitor_day_returns; the
  * visitors with log entries not folded yet are compared, per bucket, as stored and as they are
  * with their entries.
  */
-export function dayVisitorsCtes(project: string, days: DayBuckets, p: SqlParams): string {
+export function dayVisitorsCtes(project: string, days: DayBuckets, p: SqlParams, bucketsFrom?: string): string {
   const starts = `${p.add(days.starts)}::date[]`;
   const first = `(${starts})[1]`;
   const stop = `${p.add(days.stop)}::date`;
@@ -138,5 +153,9 @@ export function dayVisitorsCtes(project: string, days: DayBuckets, p: SqlParams)
         ) k
         GROUP BY k.bucket
       ),
-      visitors AS (SELECT d.bucket, d.visitors, true AS exact FROM day_visitors d)`;
+      visitors AS (${bucketsFrom
+        ? `SELECT e.bucket, e.visitors, true AS exact FROM ${bucketsFrom} e
+        UNION ALL
+        SELECT NULL, d.visitors, true FROM day_visitors d WHERE d.bucket IS NULL`
+        : 'SELECT d.bucket, d.visitors, true AS exact FROM day_visitors d'})`;
 }

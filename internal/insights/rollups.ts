@@ -8,6 +8,7 @@ import type { Filter } from '../query/params';
 import { LAYER_START, layerCtes, matching, perRow, probe, rawPerHour, renames, unionAll, unloggedRows, type Layers } from '../query/layered';
 import type { Period } from '../query/period';
 import { dayVisitorsCtes, type DayBuckets } from './day-visitors';
+import { exactVisitorsCte } from './exact-visitors';
 import { HLL_PARAMS, pairRelation, planRead, readSource, type ReadPath, type ReadRequest, type ReadSource, type RollupRelation } from '../query/planner';
 
 export { HLL_PARAMS };
@@ -153,17 +154,6 @@ export function rollupMetricsSql(
     ? `coalesce((SELECT sum(r.sessions) FROM ${unloggedRows(layersOf(b), 'rollup_sessions_hourly')}), 0)
                + (SELECT count(*) FROM ${tailSessions(b)})`
     : 'coalesce((SELECT sums.sessions FROM sums WHERE sums.bucket IS NULL), 0)';
-  const exactVisitors = `
-      exact_visitors AS (
-        -- COLLATE "C": the same distinct values (equality is bytewise either way), sorted
-        -- by memcmp instead of the locale's strcoll: half the CPU of this step.
-        SELECT width_bucket(v.started_at, ${starts}) AS bucket, count(DISTINCT v.profile_id COLLATE "C") AS visitors
-        FROM sessions v
-        WHERE v.project_id = ${b.project} AND v.started_at >= ${b.start} AND v.started_at < ${b.end} AND NOT v.is_bot
-          AND ${where('v')}
-          AND ${exact}
-        GROUP BY GROUPING SETS ((width_bucket(v.started_at, ${starts})), ())
-      )`;
   const decide = sketches
     ? `
       decide AS MATERIALIZED (
@@ -234,8 +224,10 @@ export function rollupMetricsSql(
       sketches AS (
         SELECT width_bucket(parts.hour, ${starts}) AS bucket, parts.visitors AS sketch FROM parts WHERE NOT ${exact}
       ),`;
+  // Visit days for the whole period only (an hourly series of whole local days): the buckets exact.
+  const dayTotal = days?.totalOnly === true;
   const sketchVisitors = days
-    ? dayVisitorsCtes(b.project, days, params)
+    ? `${dayTotal ? `${exactVisitorsCte(b, starts, where, exact, { total: false })},` : ''}${dayVisitorsCtes(b.project, days, params, dayTotal ? 'exact_visitors' : undefined)}`
     : sketches
     ? `,${pair ? pairSketches : source.tables.visitors ? filteredSketches(source.tables.visitors) : periodSketches}
       -- one union per series bucket, then the total from those
@@ -272,7 +264,7 @@ export function rollupMetricsSql(
         SELECT width_bucket(parts.hour, ${starts}) AS bucket, ${sums('parts', (x) => `sum(${x})`)}
         FROM parts
         GROUP BY GROUPING SETS ((width_bucket(parts.hour, ${starts})), ())
-      ),${filter ? '' : decide}${days ? '' : exactVisitors}${sketchVisitors}
+      ),${filter ? '' : decide}${days ? '' : exactVisitorsCte(b, starts, where, exact, { filtered: filters.length > 0 })}${sketchVisitors}
       SELECT coalesce(sums.bucket, visitors.bucket) AS bucket,
              ${sums('sums', (x) => `coalesce(${x}, 0)`)}, coalesce(visitors.visitors, 0) AS visitors,
              coalesce(visitors.exact, true) AS exact${days ? ', (SELECT ok FROM vstate) AS days_ok' : ''}

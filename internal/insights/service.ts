@@ -9,7 +9,7 @@ import type { PageParams, PeriodParams } from '../query/params';
 import { bucketStarts, resolvePeriod, type Granularity, type Period } from '../query/period';
 import { withRead } from '../query/lookups';
 import { bounceRate, meanSeconds, roundedRatio, toNumber } from './numbers';
-import { dayBuckets, forgetReady, visitorDaysReady } from './day-visitors';
+import { dayBuckets, forgetReady, periodDays, visitorDaysReady } from './day-visitors';
 import { breakdownSql, insightsRequest, rollupMetricsSql, rollupPagesSql, RAW_MEASURES, type PlanTarget, wholeHoursOf } from './rollups';
 import { planRead, type ReadSource } from '../query/planner';
 import type { ConnectionSource, Queryable } from '../query/source';
@@ -114,7 +114,11 @@ export async function getMetricsOverPeriod(
         : rawMetricsSql(ctx, p);
       return (await ctx.db.query<MetricsRow>(sql, p.values)).rows;
     };
-    const whole = unfiltered && options.path !== 'raw' ? dayBuckets(ctx.period) : null;
+    // An hourly series of whole local days (yesterday) takes the visit days for its total and
+    // counts its buckets exactly, where they would be counted exactly anyway (no hll, or no
+    // exact bound); with sketches over the bound they stay sketches.
+    const exactBuckets = !(ctx.sketches && Number.isFinite(exactMax));
+    const whole = unfiltered && options.path !== 'raw' ? (dayBuckets(ctx.period) ?? (exactBuckets ? periodDays(ctx.period) : null)) : null;
     const days = whole && (await visitorDaysReady(ctx.db, projectId)) ? whole : null;
     let rows = await run(days);
     if (days && rows.some((r) => r.days_ok === false)) {
