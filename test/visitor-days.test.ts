@@ -163,14 +163,17 @@ test('reads take the visit days: a spoilt returns row shows in the answer', asyn
   await applyVisitorLog(env.db);
   const params = parsePeriodParams(new URLSearchParams({ startDate: localDate(T0), endDate: localDate(T0 + SPAN_DAYS * DAY) }));
   const before = (await getMetrics(env.db, P, params, new Date())).metrics.unique_visitors;
-  const row = await env.db.query<{ day: string }>(
+  // A row the period's total counts: a visit day in the period whose previous visit day is before it.
+  const row = await env.db.query<{ day: string; prev_day: string }>(
     `UPDATE visitor_day_returns SET visitors = visitors + 1000
      WHERE (project_id, day, prev_day) = (SELECT project_id, day, prev_day FROM visitor_day_returns
-                                          WHERE project_id = $1 AND day >= $2::date AND prev_day < $2::date LIMIT 1)
-     RETURNING day::text`, [P, localDate(T0 + DAY)]);
+                                          WHERE project_id = $1 AND day > $2::date AND day <= $3::date AND prev_day < $2::date
+                                          ORDER BY day, prev_day LIMIT 1)
+     RETURNING day::text, prev_day::text`, [P, localDate(T0), localDate(T0 + SPAN_DAYS * DAY)]);
   assert.equal(row.rowCount, 1);
   assert.equal((await getMetrics(env.db, P, params, new Date())).metrics.unique_visitors, before + 1000);
-  await env.db.query(`UPDATE visitor_day_returns SET visitors = visitors - 1000 WHERE project_id = $1 AND day = $2::date AND visitors > 1000`, [P, row.rows[0]!.day]);
+  await env.db.query(`UPDATE visitor_day_returns SET visitors = visitors - 1000 WHERE project_id = $1 AND day = $2::date AND prev_day = $3::date`,
+    [P, row.rows[0]!.day, row.rows[0]!.prev_day]);
   assert.equal((await getMetrics(env.db, P, params, new Date())).metrics.unique_visitors, before);
 });
 
