@@ -98,15 +98,13 @@ export function forgetReady(projectId: string): void {
 
 /**
  * CTEs `vstate` (ok: the project's visit days are built in its current timezone and its
- * unfolded log is small) and `visitors` (bucket: 1-based index of `days.starts`, NULL for
- * the whole period; visitors; exact: true), for rollupMetricsSql without filters. With
- * `bucketsFrom` (a CTE of bucket and visitors rows), the buckets' rows are that CTE's and only
- * the whole period's comes from the visit days. A visitor counts in a run of days [a, b) once: the visit days in
+ * unfolded log is small) and `day_visitors` (bucket: 1-based index of `days.starts`, NULL for
+ * the whole period; visitors), for rollupMetricsSql without filters. A visitor counts in a run of days [a, b) once: the visit days in
  * it whose previous visit day is before a. Folded days come from visitor_day_returns; the
  * visitors with log entries not folded yet are compared, per bucket, as stored and as they are
  * with their entries.
  */
-export function dayVisitorsCtes(project: string, days: DayBuckets, p: SqlParams, bucketsFrom?: string): string {
+export function dayVisitorsCtes(project: string, days: DayBuckets, p: SqlParams): string {
   const starts = `${p.add(days.starts)}::date[]`;
   const first = `(${starts})[1]`;
   const stop = `${p.add(days.stop)}::date`;
@@ -152,10 +150,5 @@ export function dayVisitorsCtes(project: string, days: DayBuckets, p: SqlParams,
           GROUP BY GROUPING SETS ((width_bucket(c.day, ${starts})), ())
         ) k
         GROUP BY k.bucket
-      ),
-      visitors AS (${bucketsFrom
-        ? `SELECT e.bucket, e.visitors, true AS exact FROM ${bucketsFrom} e
-        UNION ALL
-        SELECT NULL, d.visitors, true FROM day_visitors d WHERE d.bucket IS NULL`
-        : 'SELECT d.bucket, d.visitors, true AS exact FROM day_visitors d'})`;
+      )`;
 }

@@ -224,10 +224,19 @@ export function rollupMetricsSql(
       sketches AS (
         SELECT width_bucket(parts.hour, ${starts}) AS bucket, parts.visitors AS sketch FROM parts WHERE NOT ${exact}
       ),`;
-  // Visit days for the whole period only (an hourly series of whole local days): the buckets exact.
-  const dayTotal = days?.totalOnly === true;
+  // From the visit days: every bucket and the total, or (an hourly series of whole local days)
+  // the total alone, the buckets counted exactly.
+  const dayVisitors = (d: DayBuckets) => d.totalOnly
+    ? `${exactVisitorsCte(b, starts, where, exact, { total: false })},${dayVisitorsCtes(b.project, d, params)},
+      visitors AS (
+        SELECT e.bucket, e.visitors, true AS exact FROM exact_visitors e
+        UNION ALL
+        SELECT NULL, d.visitors, true FROM day_visitors d WHERE d.bucket IS NULL
+      )`
+    : `${dayVisitorsCtes(b.project, d, params)},
+      visitors AS (SELECT d.bucket, d.visitors, true AS exact FROM day_visitors d)`;
   const sketchVisitors = days
-    ? `${dayTotal ? `${exactVisitorsCte(b, starts, where, exact, { total: false })},` : ''}${dayVisitorsCtes(b.project, days, params, dayTotal ? 'exact_visitors' : undefined)}`
+    ? dayVisitors(days)
     : sketches
     ? `,${pair ? pairSketches : source.tables.visitors ? filteredSketches(source.tables.visitors) : periodSketches}
       -- one union per series bucket, then the total from those
